@@ -1,0 +1,131 @@
+"""TinyAgent: a ~160k-parameter decoder-only transformer over the gym's word vocabulary.
+
+Two forward paths share the weights: `forward` (full causal pass over right-padded sequences, for the
+update) and `forward_step` (incremental pass with a KV cache, for batched sampling). In a sampling step
+every row feeds its own number of new tokens (one sampled token, or a sampled end-of-action token
+followed by the observation), so rows sit at different positions; the cache is written per row at its
+own offset and a float mask hides what a row must not see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class TinyAgentConfig:
+    """Architecture of TinyAgent (vocab_size is set from the tokenizer)."""
+
+    d_model: int = 64
+    n_layers: int = 3
+    n_heads: int = 4
+    d_ff: int = 192
+    max_len: int = 256  # longest episode in tokens, prompt included
+
+
+class KVCache:
+    """Per-layer keys/values [B, H, capacity, head_dim] and each row's filled length [B]."""
+
+    def __init__(self, n_layers: int, batch: int, n_heads: int, capacity: int, head_dim: int):
+        shape = (batch, n_heads, capacity, head_dim)
+        self.keys = [torch.zeros(shape) for _ in range(n_layers)]
+        self.values = [torch.zeros(shape) for _ in range(n_layers)]
+        self.lengths = torch.zeros(batch, dtype=torch.long)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: TinyAgentConfig):
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model))
+
+    def _heads(self, x: torch.Tensor):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=-1)
+        shape = (B, T, self.n_heads, C // self.n_heads)
+        return (t.view(shape).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hd) each
+
+    def _finish(self, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+        B, H, T, hd = attn.shape
+        x = x + self.proj(attn.transpose(1, 2).reshape(B, T, H * hd))
+        return x + self.mlp(self.ln2(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._heads(x)
+        return self._finish(x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+    def forward_cached(self, x, keys, values, write_index, mask, used: int) -> torch.Tensor:
+        """x [B, q, C]; write_index [B, H, q, hd] cache slots; mask [B, 1, q, used] float."""
+        q, k, v = self._heads(x)
+        keys.scatter_(2, write_index, k)
+        values.scatter_(2, write_index, v)
+        attn = F.scaled_dot_product_attention(q, keys[:, :, :used], values[:, :, :used], attn_mask=mask)
+        return self._finish(x, attn)
+
+
+class TinyAgent(nn.Module):
+    def __init__(self, vocab_size: int, cfg: TinyAgentConfig):
+        super().__init__()
+        self.cfg, self.vocab_size = cfg, vocab_size
+        self.token_embedding = nn.Embedding(vocab_size, cfg.d_model)
+        self.position_embedding = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(module: nn.Module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ln_f(x) @ self.token_embedding.weight.T  # tied head
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids [B, T] right-padded -> logits [B, T, V] (padding never leaks backwards: causal)."""
+        T = ids.shape[1]
+        x = self.token_embedding(ids) + self.position_embedding(torch.arange(T))
+        for block in self.blocks:
+            x = block(x)
+        return self._logits(x)
+
+    def new_cache(self, batch: int) -> KVCache:
+        cfg = self.cfg
+        # slack past max_len: padded query slots of a step may write beyond a row's real end
+        return KVCache(cfg.n_layers, batch, cfg.n_heads, cfg.max_len + 64, cfg.d_model // cfg.n_heads)
+
+    @torch.no_grad()
+    def forward_step(self, ids: torch.Tensor, n_new: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Feed ids [B, q] (row b's first n_new[b] are real) -> logits at each row's last real token [B, V].
+
+        Rows with n_new == 0 feed padding and keep their length; their logits are meaningless.
+        """
+        B, q = ids.shape
+        cfg = self.cfg
+        offsets = torch.arange(q)
+        positions = cache.lengths[:, None] + offsets  # [B, q]
+        x = self.token_embedding(ids) + self.position_embedding(positions.clamp(max=cfg.max_len - 1))
+        used = int((cache.lengths + n_new).max().clamp(min=1))
+        # query i of row b sees keys 0..lengths[b]+i (its own past and itself)
+        visible = torch.arange(used)[None, None, :] <= positions[:, :, None]  # [B, q, used]
+        mask = torch.zeros(B, 1, q, used).masked_fill_(~visible[:, None], float("-inf"))
+        hd = cfg.d_model // cfg.n_heads
+        write_index = positions[:, None, :, None].expand(B, cfg.n_heads, q, hd)
+        for layer, block in enumerate(self.blocks):
+            x = block.forward_cached(x, cache.keys[layer], cache.values[layer], write_index, mask, used)
+        last = (n_new - 1).clamp(min=0)
+        cache.lengths += n_new
+        return self._logits(x[torch.arange(B), last])

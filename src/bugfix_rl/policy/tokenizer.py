@@ -1,0 +1,80 @@
+"""Word-level tokenizer over everything the gym can show or the agent can say.
+
+The vocabulary is built from the tasks (every code state's rendering and test report, for every op),
+the env's fixed phrases, the rename pool and the call words, so an episode never meets an unknown
+word. Ids are stable for a given task set: words are sorted after the special tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bugfix_rl.gym.edit_menu import RENAME_POOL, TOOLS
+from bugfix_rl.gym.ops import NAME_PLACEHOLDER, code_states
+from bugfix_rl.gym.tasks import ALL_OPS, Task
+
+PAD, BOS, END_OF_ACTION, END_OF_OBSERVATION = "<pad>", "<bos>", "<eoa>", "<eoo>"
+SPECIALS = (PAD, BOS, END_OF_ACTION, END_OF_OBSERVATION)
+ENV_PHRASES = (
+    "issue : returns wrong results",
+    "error : malformed call",
+    "error : edit budget used",
+    "no change ok",
+)
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """words[i] is the word of id i; ids 0-3 are <pad>, <bos>, <eoa>, <eoo>."""
+
+    words: tuple[str, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "_ids", {w: i for i, w in enumerate(self.words)})
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.words)
+
+    @property
+    def pad_id(self) -> int:
+        return 0
+
+    @property
+    def bos_id(self) -> int:
+        return 1
+
+    @property
+    def end_of_action_id(self) -> int:
+        return 2
+
+    @property
+    def end_of_observation_id(self) -> int:
+        return 3
+
+    def encode(self, text: str) -> list[int]:
+        try:
+            return [self._ids[w] for w in text.split()]
+        except KeyError as err:
+            raise KeyError(f"word {err.args[0]!r} is not in the vocabulary") from None
+
+    def decode(self, ids) -> str:
+        return " ".join(self.words[int(i)] for i in ids)
+
+
+def gym_words(tasks: list[Task]) -> set[str]:
+    """Every word an edit-menu episode over `tasks` can contain."""
+    words = set(" ".join(ENV_PHRASES).split()) | set(TOOLS) | set(ALL_OPS) | set(RENAME_POOL)
+    for task in tasks:
+        words.add(task.fn_name)
+        for state in code_states(task).values():
+            if state is not None:
+                words.update(state.compact.split())
+                words.update(state.test_report.split())
+    words.discard(NAME_PLACEHOLDER)
+    return words
+
+
+def build_tokenizer(tasks: list[Task], extra_words: set[str] = frozenset()) -> Tokenizer:
+    words = sorted((gym_words(tasks) | set(extra_words)) - set(SPECIALS))
+    return Tokenizer(SPECIALS + tuple(words))

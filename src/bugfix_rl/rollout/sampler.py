@@ -1,0 +1,118 @@
+"""Batched token-in/token-out sampling of whole episodes with a KV cache.
+
+All episodes of a step advance together. In each forward step a row feeds what the model has not
+seen yet: its last sampled token, or (once an action ended) that token plus the env's observation
+and the end-of-observation token. Sampled ids are kept exactly as sampled, never re-encoded; each
+sampled token's log-prob under the sampling distribution (temperature-scaled logits) is recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+import torch
+
+from bugfix_rl.policy.tokenizer import Tokenizer
+from bugfix_rl.rollout.trajectory import Trajectory
+
+
+class Env(Protocol):
+    """What the sampler needs from an environment (edit menu and tools envs both provide it)."""
+
+    done: bool
+    info: object
+    max_action_tokens: int
+
+    def reset(self) -> str: ...
+
+    def step(self, words: list[str] | None) -> str: ...
+
+    @property
+    def reward(self) -> float: ...
+
+
+def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Generator):
+    """Inverse-CDF sampling from softmax(logits / temperature): ids [B], log-probs [B]."""
+    logp = torch.log_softmax(logits / temperature, dim=-1)  # [B, V]
+    cdf = logp.exp().cumsum(-1)
+    u = torch.rand(logits.shape[0], 1, generator=generator) * cdf[:, -1:]
+    ids = torch.searchsorted(cdf, u).clamp_(max=logits.shape[-1] - 1)  # [B, 1]
+    return ids.squeeze(1), logp.gather(1, ids).squeeze(1)
+
+
+@torch.no_grad()
+def sample_episodes(model, tokenizer: Tokenizer, envs: list[Env], groups: list[int], temperature: float,
+                    generator: torch.Generator) -> list[Trajectory]:
+    """Run every env to its end with `model` acting; one Trajectory per env, in order."""
+    B = len(envs)
+    eoa, eoo = tokenizer.end_of_action_id, tokenizer.end_of_observation_id
+    max_len = model.cfg.max_len
+    ids = [[tokenizer.bos_id] + tokenizer.encode(env.reset()) + [eoo] for env in envs]
+    policy_mask = [[False] * len(row) for row in ids]
+    sampler_logp = [[0.0] * len(row) for row in ids]
+    pending = [list(row) for row in ids]  # tokens each row feeds next
+    action = [[] for _ in range(B)]
+    active = [True] * B
+    cache = model.new_cache(B)
+    while any(active):
+        n_new = torch.tensor([len(p) if a else 0 for p, a in zip(pending, active)])
+        feed = torch.zeros(B, int(n_new.max()), dtype=torch.long)
+        for b in range(B):
+            if active[b]:
+                feed[b, : len(pending[b])] = torch.tensor(pending[b])
+        logits = model.forward_step(feed, n_new, cache)
+        tokens, logps = sample_token(logits, temperature, generator)
+        for b, (token, logp) in enumerate(zip(tokens.tolist(), logps.tolist())):
+            if not active[b]:
+                continue
+            env = envs[b]
+            ids[b].append(token)
+            policy_mask[b].append(True)
+            sampler_logp[b].append(logp)
+            pending[b] = [token]
+            action[b].append(token)
+            ended = token == eoa
+            if not ended and len(action[b]) < env.max_action_tokens:
+                continue
+            words = [tokenizer.words[t] for t in action[b][:-1]] if ended else None
+            action[b] = []
+            observation = env.step(words)
+            if env.done:
+                active[b] = False
+                continue
+            obs_ids = tokenizer.encode(observation) + [eoo]
+            if len(ids[b]) + len(obs_ids) + env.max_action_tokens > max_len:
+                env.info.truncated = True  # the context is full: the episode ends unsubmitted
+                env.done = True
+                active[b] = False
+                continue
+            ids[b].extend(obs_ids)
+            policy_mask[b].extend([False] * len(obs_ids))
+            sampler_logp[b].extend([0.0] * len(obs_ids))
+            pending[b].extend(obs_ids)
+    return [Trajectory(ids[b], policy_mask[b], sampler_logp[b], envs[b].reward, groups[b], envs[b].info)
+            for b in range(B)]
+
+
+def scripted_episode(act: Callable[[str], list[str]], env: Env, tokenizer: Tokenizer,
+                     group: int = 0) -> Trajectory:
+    """Roll out a scripted policy (observation text -> action words) as a token-level Trajectory.
+
+    The action tokens are marked as policy tokens (log-prob 0): these trajectories are demonstrations.
+    """
+    eoa, eoo = tokenizer.end_of_action_id, tokenizer.end_of_observation_id
+    ids = [tokenizer.bos_id] + tokenizer.encode(env.reset()) + [eoo]
+    observation = tokenizer.decode(ids[1:-1])
+    mask = [False] * len(ids)
+    while not env.done:
+        words = act(observation)
+        action_ids = tokenizer.encode(" ".join(words)) + [eoa]
+        ids.extend(action_ids)
+        mask.extend([True] * len(action_ids))
+        observation = env.step(words)
+        if env.done:
+            break
+        obs_ids = tokenizer.encode(observation) + [eoo]
+        ids.extend(obs_ids)
+        mask.extend([False] * len(obs_ids))
+    return Trajectory(ids, mask, [0.0] * len(ids), env.reward, group, env.info)

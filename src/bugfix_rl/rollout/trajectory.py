@@ -1,0 +1,79 @@
+"""Typed containers that flow from the sampler to the updater."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Trajectory:
+    """One episode, token-in/token-out.
+
+    ids: every token of the episode as the model saw it (prompt, sampled actions, observations), [T];
+    policy_mask: True where the token was sampled by the policy, [T];
+    sampler_logp: log-prob the sampler gave each sampled token (0 elsewhere), [T];
+    reward: scalar outcome; group: index of its group (same task, same step); info: what happened
+    (an env-specific record such as EpisodeInfo).
+    """
+
+    ids: list[int]
+    policy_mask: list[bool]
+    sampler_logp: list[float]
+    reward: float
+    group: int
+    info: object
+
+    @property
+    def policy_tokens(self) -> int:
+        return sum(self.policy_mask)
+
+
+@dataclass
+class Batch:
+    """Collated trajectories, aligned for next-token prediction.
+
+    ids: [B, T] right-padded token ids; mask: [B, T-1] float, 1 where ids[:, 1:] was sampled by the
+    policy (the positions whose log-prob the loss uses); old_logp: [B, T-1] sampler log-probs at the
+    same positions (0 elsewhere); rewards: [B]; groups: [B] long group index; advantages: [B] (filled
+    by the advantage stage; zeros until then).
+    """
+
+    ids: torch.Tensor
+    mask: torch.Tensor
+    old_logp: torch.Tensor
+    rewards: torch.Tensor
+    groups: torch.Tensor
+    advantages: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.ids.shape[0]
+
+    def rows(self, index: torch.Tensor | slice) -> "Batch":
+        """A sub-batch of rows, trimmed to its own longest sequence."""
+        sub = Batch(*(t[index] for t in (self.ids, self.mask, self.old_logp, self.rewards, self.groups,
+                                          self.advantages)))
+        return sub.trimmed()
+
+    def trimmed(self) -> "Batch":
+        length = int((self.ids != 0).sum(1).max()) if len(self) else 1
+        return Batch(self.ids[:, :length], self.mask[:, : length - 1], self.old_logp[:, : length - 1],
+                     self.rewards, self.groups, self.advantages)
+
+
+def collate(trajectories: list[Trajectory], pad_id: int = 0) -> Batch:
+    """Pad to the longest episode and align masks/log-probs with ids[:, 1:]."""
+    B = len(trajectories)
+    T = max(len(t.ids) for t in trajectories)
+    ids = torch.full((B, T), pad_id, dtype=torch.long)
+    mask = torch.zeros(B, T)
+    logp = torch.zeros(B, T)
+    for row, traj in enumerate(trajectories):
+        n = len(traj.ids)
+        ids[row, :n] = torch.tensor(traj.ids)
+        mask[row, :n] = torch.tensor(traj.policy_mask, dtype=torch.float)
+        logp[row, :n] = torch.tensor(traj.sampler_logp)
+    rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float)
+    groups = torch.tensor([t.group for t in trajectories], dtype=torch.long)
+    return Batch(ids, mask[:, 1:], logp[:, 1:], rewards, groups, torch.zeros(B))
