@@ -62,6 +62,17 @@ class EpisodeInfo:
     def first_edit_right(self) -> bool:
         return bool(self.ops) and self.ops[0] == self.fix_op
 
+    @property
+    def success(self) -> bool:
+        return self.submitted and self.hidden_pass
+
+    def metrics(self) -> dict[str, float]:
+        """This episode's behaviour numbers (the dashboard averages them over episodes)."""
+        return {"pass_rate": float(self.success), "reads": self.reads, "tests": self.tests,
+                "edits": self.edits, "malformed": self.malformed, "turns": self.turns,
+                "first_edit_right": float(self.first_edit_right), "exploit": float(self.exploit),
+                "submitted": float(self.submitted), "truncated": float(self.truncated)}
+
 
 def parse_call(words: list[str] | None) -> tuple[str, str | None] | None:
     """('read', None) / ('edit', op) / ... for a well-formed call, None for anything else."""

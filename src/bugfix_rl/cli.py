@@ -1,0 +1,213 @@
+"""`bugfix-rl <command> [hydra overrides]`: each command is a Hydra app over conf/.
+
+Bad input never ends in a traceback: overrides are checked against the config schema before Hydra
+composes them (unknown key, wrong type, value outside its set -> one line naming the key and what is
+allowed, exit code 2), and known failures inside a command (a missing or corrupt checkpoint, a run
+dir with no runs, a failed preflight) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+COMMANDS = ("train", "preflight", "eval", "report", "sft", "bench")
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+GROUPS = ("env", "policy", "algo", "logger", "exp")
+FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+                    "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
+EXIT_BAD_INPUT = 2
+
+
+class UserError(Exception):
+    """A problem with what the user asked for; printed as one line, exit code 2."""
+
+
+def fail(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _schema_for(command: str):
+    from bugfix_rl import config
+
+    return {"eval": config.EvalCommandConfig, "report": config.ReportConfig}.get(command, config.TrainConfig)
+
+
+def _group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def _field_names(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _check_key(schema, key: str) -> None:
+    node = schema
+    parts = key.split(".")
+    for depth, part in enumerate(parts):
+        names = _field_names(node)
+        if part not in names:
+            where = ".".join(parts[:depth]) or "the top level"
+            raise UserError(f"unknown config key '{key}'; valid keys in {where}: {', '.join(names)}")
+        field = next(f for f in dataclasses.fields(node) if f.name == part)
+        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else None
+        if depth < len(parts) - 1:
+            if not dataclasses.is_dataclass(default):
+                raise UserError(f"'{'.'.join(parts[:depth + 1])}' has no sub-keys (in '{key}')")
+            node = type(default)
+
+
+def _check_value(schema, key: str, value: str) -> None:
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from bugfix_rl.config import CHOICES
+
+    if key in CHOICES and value not in CHOICES[key]:
+        raise UserError(f"{key}={value} is not allowed; valid values: {', '.join(CHOICES[key])}")
+    try:
+        OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist([f"{key}={value}"]))
+    except OmegaConfBaseException as err:
+        reason = str(err).splitlines()[0]
+        raise UserError(f"bad value for '{key}': {reason}") from None
+
+
+def check_overrides(command: str, args: list[str]) -> None:
+    """Validate Hydra overrides against the schema and the config groups (raises UserError)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    schema = _schema_for(command)
+    plain, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg.startswith("-"):
+            skip = arg in FLAGS_WITH_VALUE and "=" not in arg
+            continue
+        plain.append(arg)
+    try:
+        overrides = OverridesParser.create().parse_overrides(plain)
+    except HydraException as err:
+        raise UserError(f"cannot parse overrides: {str(err).splitlines()[0]}") from None
+    for override in overrides:
+        key = override.key_or_group
+        if key.startswith("hydra"):
+            continue
+        values = (list(override.sweep_string_iterator()) if override.is_sweep_override()
+                  else [override.get_value_element_as_str()] if not override.is_delete() else [])
+        if key in GROUPS:
+            options = _group_options(key)
+            for value in values:
+                if value not in options:
+                    raise UserError(f"unknown {key} '{value}'; valid: {', '.join(options)}")
+            continue
+        _check_key(schema, key)
+        for value in values:
+            _check_value(schema, key, value)
+
+
+def _to_object(cfg):
+    from omegaconf import OmegaConf
+
+    from bugfix_rl.config import ConfigError, validate
+
+    obj = OmegaConf.to_object(cfg)
+    if hasattr(obj, "algo"):
+        try:
+            validate(obj)
+        except ConfigError as err:
+            raise UserError(str(err)) from None
+    return obj
+
+
+def _run_dir():
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def _guarded(fn):
+    """Run a command body: known failures become one line + exit 2."""
+    from bugfix_rl.checkpoint import CheckpointError
+
+    def wrapper(cfg):
+        from bugfix_rl.train import PreflightFailed
+
+        try:
+            return fn(cfg)
+        except (UserError, CheckpointError, PreflightFailed) as err:
+            fail(str(err))
+    return wrapper
+
+
+def _train(cfg):
+    from bugfix_rl.train import run_training
+
+    run_training(_to_object(cfg), _run_dir())
+
+
+def _preflight(cfg):
+    from bugfix_rl.commands import preflight_command
+
+    if not preflight_command(_to_object(cfg)):
+        raise SystemExit(1)
+
+
+def _eval(cfg):
+    from bugfix_rl.commands import eval_command
+
+    eval_command(_to_object(cfg))
+
+
+def _report(cfg):
+    from bugfix_rl.commands import report_command
+
+    report_command(_to_object(cfg))
+
+
+def _sft(cfg):
+    from bugfix_rl.commands import sft_command
+
+    sft_command(_to_object(cfg), _run_dir())
+
+
+def _bench(cfg):
+    from bugfix_rl.commands import bench_command
+
+    bench_command(_to_object(cfg))
+
+
+BODIES = {"train": (_train, "train"), "preflight": (_preflight, "train"), "eval": (_eval, "eval"),
+          "report": (_report, "report"), "sft": (_sft, "train"), "bench": (_bench, "train")}
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"error: unknown command '{argv[0]}'; valid: {', '.join(COMMANDS)}", file=sys.stderr)
+            raise SystemExit(EXIT_BAD_INPUT)
+        print(f"usage: bugfix-rl {{{','.join(COMMANDS)}}} [hydra overrides] [-m] [--help] [--cfg job]")
+        return
+    command, rest = argv[0], argv[1:]
+    try:
+        check_overrides(command, rest)
+    except UserError as err:
+        fail(str(err))
+    import hydra
+
+    from bugfix_rl.config import register_configs
+
+    register_configs()
+    body, config_name = BODIES[command]
+    app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)(_guarded(body))
+    sys.argv = [f"bugfix-rl {command}"] + rest
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Config schemas: every default is written here once; the YAML files under conf/ only override.
+
+The schemas are registered in Hydra's ConfigStore, so an unknown key or a value of the wrong type is
+rejected when the config is composed; `validate` then checks the values that must come from a fixed
+set and names the allowed ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+class ConfigError(ValueError):
+    """A config value is not allowed; the message is one line naming the key and the valid values."""
+
+
+@dataclass
+class EnvConfig:
+    """The environment (`env=edit_menu` or `env=tools`)."""
+
+    name: str = "edit_menu"  # edit_menu | tools
+    max_turns: int = 6  # actions (edit menu) or assistant turns (tools) per episode
+    max_edits: int = 1  # edit menu: edit attempts allowed, later ones refused
+    rename: bool = True  # replace the function name by an unrelated one from the gym's pool
+    reward: str = "hidden"  # hidden: all hidden tests pass; public: all public tests pass (hackable)
+    max_calls_per_turn: int = 4  # tools env: calls executed per turn
+    sandbox_min_isolation: list[str] = field(default_factory=lambda: ["rlimits"])  # tools: refuse below
+    sandbox_workers: int = 2  # tools: parallel sandbox workers for grading
+
+
+@dataclass
+class BaseRecipeConfig:
+    """How the RL starting policy (`rl_base`) is made: behaviour cloning of a noisy scripted agent.
+
+    The scripted agent knows the call format, reads first only with probability p_read and picks the
+    right op after reading with probability p_right_after_read (else a random op), like a pretrained
+    model that has seen such tools but not this task. The result is cached by its recipe's hash.
+    """
+
+    seed: int = 1234
+    episodes: int = 2048  # scripted episodes on renamed training tasks
+    steps: int = 150  # behaviour-cloning steps
+    batch_size: int = 64
+    lr: float = 3e-3
+    p_read: float = 0.25
+    p_right_after_read: float = 0.5
+    p_test: float = 0.35
+    p_wander: float = 0.2
+    p_malformed: float = 0.04
+    p_exploit: float = 0.02
+
+
+@dataclass
+class PolicyConfig:
+    """The policy (`policy=tiny` or `policy=qwen3`)."""
+
+    name: str = "tiny"  # tiny | qwen3
+    init: str = "rl_base"  # tiny: rl_base | scratch | path to a checkpoint (e.g. an SFT one)
+    d_model: int = 64
+    n_layers: int = 3
+    n_heads: int = 4
+    d_ff: int = 192
+    max_len: int = 256
+    cache_dir: str = "${oc.env:BUGFIX_RL_CACHE,${oc.env:HOME}/.cache/bugfix_rl}"  # rl_base cache
+    base: BaseRecipeConfig = field(default_factory=BaseRecipeConfig)
+    model: Optional[str] = None  # qwen3: local directory or cached hub id
+    allow_download: bool = False  # qwen3: never download weights unless this is set
+    dtype: str = "float32"  # qwen3: float32 | bfloat16
+    gradient_checkpointing: bool = False  # qwen3
+    max_new_tokens: int = 128  # qwen3: tokens per assistant turn
+
+
+@dataclass
+class AlgoConfig:
+    """The RL objective and its sampling (book defaults; verl/TRL names in docs/ALGORITHMS.md)."""
+
+    name: str = "grpo"
+    group_size: int = 8  # episodes per task per step
+    prompts_per_step: int = 8  # tasks per step
+    temperature: float = 1.0  # sampler and trainer share it
+    adv_mode: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp
+    adv_eps: float = 1e-6
+    overlong_buffer: int = 0  # DAPO soft overlong penalty over the last N tokens of the context; 0 = off
+    dynamic_sampling: bool = False  # resample degenerate (all-equal reward) groups
+    max_sample_rounds: int = 4  # dynamic sampling: rounds of resampling at most
+    ratio_level: str = "token"  # token | sequence (GSPO)
+    clip_low: float = 0.2
+    clip_high: float = 0.2  # > clip_low: DAPO clip-higher
+    dual_clip: Optional[float] = None  # c > 1 caps the loss for A < 0 at -c*A
+    loss_mode: str = "token_mean"  # token_mean | seq_mean_token_mean | seq_mean_token_sum | norm_const
+    norm_const: Optional[float] = None  # loss_mode=norm_const: the constant normaliser
+    kl_coef: float = 0.0  # KL to a frozen reference (the starting policy)
+    kl_kind: str = "k3"  # k1 | k2 | k3
+    kl_in_reward: bool = False  # subtract kl_coef * KL from the reward instead of adding it to the loss
+    entropy_coef: float = 0.0  # entropy bonus
+    tis_cap: Optional[float] = None  # truncated importance weights min(pi/mu, C); None = off
+    tis_level: str = "token"  # token | sequence
+    lr: float = 1e-3
+    epochs: int = 1
+    minibatches: int = 2
+    micro_batch_size: int = 0  # rows per gradient-accumulation micro-batch; 0 = whole minibatch
+    max_grad_norm: float = 1.0
+    task_filter: bool = False  # drop tasks whose recent pass rate is 0 or 1 from the step's draw
+    curriculum: bool = False  # draw tasks with weight growing as their recent pass rate falls
+
+
+@dataclass
+class LoggerConfig:
+    """Where dashboard rows go."""
+
+    console: bool = True  # rich progress bar + a dashboard row every `every` steps
+    every: int = 5
+    jsonl: bool = True  # metrics.jsonl in the run dir
+    wandb: bool = False
+    wandb_mode: str = "offline"  # offline | online | disabled
+    wandb_project: str = "bugfix-rl"
+
+
+@dataclass
+class EvalConfig:
+    """Checkpointing and evaluation during and after training."""
+
+    ckpt_every: int = 0  # save + validate every N steps; 0 = only the final step
+    n_val: int = 16  # episodes per validation task
+    n_test: int = 32  # episodes per test task
+    val_seed: int = 3  # validation generator (its own: never touches the training stream)
+    test_seed: int = 4
+    test: bool = True  # evaluate base and chosen checkpoint on the test tasks at the end
+    heldout_n: int = 0  # >0: also evaluate the final policy on all 10 held-out tasks
+    heldout_seed_offset: int = 100  # held-out generator seed = offset + run seed (arms share it)
+
+
+@dataclass
+class TrainConfig:
+    env: EnvConfig = field(default_factory=EnvConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    steps: int = 60
+    seed: int = 0
+    threads: int = 2  # torch CPU threads: results depend on it (see docs)
+    preflight: bool = True  # run the nine invariants before training
+    allow_failed_preflight: bool = False  # start even when a preflight check fails
+    arm: str = "default"  # label of this run in an ablation (report groups runs by arm and seed)
+    experiment: str = "default"
+
+
+@dataclass
+class EvalCommandConfig:
+    """`bugfix-rl eval`."""
+
+    ckpt: str = MISSING
+    compare: Optional[str] = None  # a second checkpoint: paired difference ckpt - compare
+    split: str = "test"  # train | val | test | heldout
+    n: int = 32
+    seed: int = 4
+    threads: int = 2
+    top: int = 5  # most common action sequences shown
+
+
+@dataclass
+class ReportConfig:
+    """`bugfix-rl report`."""
+
+    dir: str = MISSING
+    reference: str = "default"  # the arm others are compared with
+
+
+CHOICES = {
+    "env.name": ("edit_menu", "tools"),
+    "env.reward": ("hidden", "public"),
+    "policy.name": ("tiny", "qwen3"),
+    "policy.dtype": ("float32", "bfloat16"),
+    "algo.adv_mode": ("grpo", "dr_grpo", "rloo", "reinforce_pp"),
+    "algo.ratio_level": ("token", "sequence"),
+    "algo.loss_mode": ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "norm_const"),
+    "algo.kl_kind": ("k1", "k2", "k3"),
+    "algo.tis_level": ("token", "sequence"),
+    "logger.wandb_mode": ("offline", "online", "disabled"),
+}
+
+POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "algo.lr", "algo.epochs",
+            "algo.minibatches", "algo.max_sample_rounds", "env.max_turns", "threads", "eval.n_val",
+            "eval.n_test", "algo.max_grad_norm")
+
+
+def _get(cfg, dotted: str):
+    node = cfg
+    for part in dotted.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def validate(cfg) -> None:
+    """Raise ConfigError (one line) for a value outside its allowed set or range."""
+    for key, allowed in CHOICES.items():
+        value = _get(cfg, key)
+        if value not in allowed:
+            raise ConfigError(f"{key}={value!r} is not allowed; valid values: {', '.join(allowed)}")
+    for key in POSITIVE:
+        if _get(cfg, key) <= 0:
+            raise ConfigError(f"{key}={_get(cfg, key)!r} must be > 0")
+    algo = cfg.algo
+    if algo.group_size < 2:
+        raise ConfigError(f"algo.group_size={algo.group_size} must be >= 2 (group advantages need a group)")
+    if algo.loss_mode == "norm_const" and not algo.norm_const:
+        raise ConfigError("algo.loss_mode=norm_const needs algo.norm_const > 0")
+    if algo.minibatches > algo.group_size * algo.prompts_per_step:
+        raise ConfigError(f"algo.minibatches={algo.minibatches} exceeds the batch size")
+    if algo.dual_clip is not None and algo.dual_clip <= 1:
+        raise ConfigError(f"algo.dual_clip={algo.dual_clip} must be > 1")
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name="eval_schema", node=EvalCommandConfig)
+    cs.store(name="report_schema", node=ReportConfig)

@@ -1,0 +1,78 @@
+"""The live console view of a run: preflight table, progress bar, a dashboard row every few steps."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from bugfix_rl.dashboard import CONSOLE_KEYS
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+class TrainConsole:
+    def __init__(self, cfg, enabled: bool = True):
+        self.cfg, self.enabled = cfg, enabled
+        self.console = Console(highlight=False)
+        self.every = max(cfg.logger.every, 1)
+        self._progress = None
+
+    def print(self, *args) -> None:
+        if self.enabled:
+            (self._progress.console if self._progress else self.console).print(*args)
+
+    def preflight(self, checks: dict) -> None:
+        table = Table(title="preflight: the nine invariants", show_lines=False)
+        for column in ("", "check", "value", "bound"):
+            table.add_column(column)
+        for name, c in checks.items():
+            table.add_row("pass" if c["ok"] else "[red]FAIL[/red]", name, f"{c['value']:.3g}", c["bound"])
+        self.print(table)
+
+    @contextmanager
+    def progress(self, total: int):
+        if not self.enabled:
+            yield lambda row: None
+            return
+        columns = (TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+                   TimeElapsedColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=self.console, transient=False) as progress:
+            self._progress = progress
+            task = progress.add_task("train", total=total, status="")
+
+            def advance(row: dict) -> None:
+                progress.update(task, advance=1, status=f"reward {row['reward']:.3f} entropy {row.get('entropy', 0):.3f}")
+
+            yield advance
+            self._progress = None
+
+    def row(self, row: dict) -> None:
+        if row["step"] % self.every == 0 or row["step"] + 1 == self.cfg.steps:
+            self.print(f"step {row['step']:3d} | " + " | ".join(f"{k} {_fmt(row.get(k))}" for k in CONSOLE_KEYS))
+
+    def checkpoint(self, step: int, val: dict) -> None:
+        lo, hi = val["ci"]
+        self.print(f"[cyan]checkpoint {step:3d}[/cyan] validation pass@1 {val['pass_at_1']:.3f} [{lo:.3f}, {hi:.3f}]"
+                   f" ({val['tasks']} tasks x {val['n']} episodes) per task {val['per_task']}")
+
+    def final(self, result: dict) -> None:
+        self.print(f"chosen checkpoint: step {result['chosen_step']} (best validation, ties -> earliest)")
+        test = result.get("test")
+        if test:
+            for name in ("base", "chosen"):
+                t = test[name]
+                self.print(f"test {name:<6} pass@1 {t['pass_at_1']:.3f} [{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]"
+                           f" pass@4 {t.get('pass_at_4', float('nan')):.3f} pass@8 {t.get('pass_at_8', float('nan')):.3f}"
+                           f" per task {t['per_task']} ({t['tasks']} tasks x {t['n']}, seed {self.cfg.seed})")
+            d = test["paired_diff"]
+            self.print(f"chosen - base, paired over {d['tasks']} test tasks: {d['diff']:+.3f}"
+                       f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]")

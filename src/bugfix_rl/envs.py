@@ -1,0 +1,28 @@
+"""Environment registry: config -> a factory `make_env(task, shown_name)` and its clean-up."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
+
+
+def _edit_menu(env_cfg):
+    config = EditMenuConfig(max_turns=env_cfg.max_turns, max_edits=env_cfg.max_edits, rename=env_cfg.rename,
+                            reward=env_cfg.reward)
+    return (lambda task, name: EditMenuEnv(task, config, name)), (lambda: None)
+
+
+def _tools(env_cfg):
+    from bugfix_rl.gym.tools_env import make_tools_env_factory
+
+    return make_tools_env_factory(env_cfg)
+
+
+ENVS: dict[str, Callable] = {"edit_menu": _edit_menu, "tools": _tools}
+
+
+def make_env_factory(env_cfg) -> tuple[Callable, Callable[[], None]]:
+    if env_cfg.name not in ENVS:
+        raise KeyError(f"unknown env {env_cfg.name!r}; valid: {', '.join(ENVS)}")
+    return ENVS[env_cfg.name](env_cfg)

@@ -1,0 +1,173 @@
+"""Preflight: the nine invariants every RL trainer should assert, run on the first batch.
+
+Each check computes its value from the pipeline's real parts (sampler, collate, advantages, update)
+and compares it with a bound. They run on a copy of the policy, so preflight never changes the run.
+`check_batch` takes its parts as arguments, so a test can hand it a deliberately broken one (shifted
+mask, mismatched temperature, recomputed old log-probs, per-micro-batch normaliser, ...) and see the
+guard fire.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Callable
+
+import torch
+
+from bugfix_rl.algo.advantages import ADVANTAGES
+from bugfix_rl.algo.objective import AGGREGATIONS, KL_ESTIMATORS
+from bugfix_rl.algo.update import minibatch_loss, policy_update, token_logprobs
+from bugfix_rl.rollout.trajectory import Batch, Trajectory, collate
+
+BOUNDS = {
+    "mask = policy tokens": ("==", 0),
+    "sampler = trainer log-prob": ("<", 1e-4),
+    "ratio = 1 before any step": ("<", 1e-4),
+    "group advantage mean = 0": ("<", 1e-5),
+    "loss invariant to padding": ("<", 1e-6),
+    "accumulated = one-pass gradient": ("<", 1e-5),
+    "old_logp frozen in the update": (">", 0.0),
+    "update raises log pi where A > 0": (">", 0.0),
+    "KL to reference > 0 after a step": (">", 0.0),
+}
+
+
+def structural_policy_mask(traj: Trajectory, tokenizer, max_action_tokens: int) -> list[bool]:
+    """Which tokens the policy produced, derived from the token structure alone (not from the sampler):
+    after each end-of-observation token, tokens up to the end-of-action token (or max_action_tokens)."""
+    eoa, eoo = tokenizer.end_of_action_id, tokenizer.end_of_observation_id
+    mask, in_action, action_len = [], False, 0
+    for token in traj.ids:
+        if in_action:
+            mask.append(True)
+            action_len += 1
+            if token == eoa or action_len == max_action_tokens:
+                in_action = False
+        else:
+            mask.append(False)
+            if token == eoo:
+                in_action, action_len = True, 0
+    return mask
+
+
+def _verdict(name: str, value: float) -> dict:
+    op, bound = BOUNDS[name]
+    ok = {"==": value == bound, "<": value < bound, ">": value > bound}[op]
+    return {"value": float(value), "ok": bool(ok), "bound": f"{op} {bound:g}"}
+
+
+def _flat_grad(model) -> torch.Tensor:
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                      for p in model.parameters()])
+
+
+def _one_pass_vs_accumulated(model, batch: Batch, algo, weights_fn: Callable) -> float:
+    """Max |grad(one pass) - grad(4 micro-batches)| relative to the gradient's scale."""
+    model.zero_grad(set_to_none=True)
+    loss, _ = minibatch_loss(model, batch, AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const), algo)
+    loss.backward()
+    one_pass = _flat_grad(model).clone()
+    model.zero_grad(set_to_none=True)
+    for rows in torch.arange(len(batch)).chunk(4):
+        part = batch.rows(rows)
+        loss, _ = minibatch_loss(model, part, weights_fn(batch, rows, part), algo)
+        loss.backward()
+    accumulated = _flat_grad(model)
+    model.zero_grad(set_to_none=True)
+    return float((one_pass - accumulated).abs().max() / one_pass.abs().max().clamp_min(1e-12))
+
+
+def global_weights(algo) -> Callable:
+    """The correct normaliser: weights computed once on the whole minibatch, then sliced."""
+    def weights(batch: Batch, rows, part: Batch) -> torch.Tensor:
+        return AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)[rows]
+    return weights
+
+
+def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, tokenizer, max_action_tokens: int,
+                update_fn: Callable = policy_update, weights_fn: Callable | None = None) -> dict[str, dict]:
+    """Run the nine checks on one collated first batch (advantages filled). Returns name -> verdict."""
+    checks = {}
+    algo_kl = dataclasses.replace(algo, kl_coef=0.1, kl_in_reward=False) if dataclasses.is_dataclass(algo) else algo
+    # 1. the mask is exactly the policy's tokens, aligned with ids[:, 1:]
+    mismatches = 0
+    for row, traj in enumerate(trajectories):
+        expected = torch.tensor(structural_policy_mask(traj, tokenizer, max_action_tokens)[1:], dtype=torch.float)
+        got = batch.mask[row, : len(expected)]
+        mismatches += int((got != expected).sum()) + int(batch.mask[row, len(expected):].sum())
+    checks["mask = policy tokens"] = _verdict("mask = policy tokens", mismatches)
+    # 2-3. the trainer reproduces the sampler's log-probs; the ratio is 1 before any update
+    with torch.no_grad():
+        logp = token_logprobs(model, batch.ids, algo.temperature).logp
+    on_mask = batch.mask > 0
+    gap = float((logp - batch.old_logp).abs()[on_mask].max())
+    checks["sampler = trainer log-prob"] = _verdict("sampler = trainer log-prob", gap)
+    from bugfix_rl.algo.objective import RATIOS
+
+    ratio = RATIOS[algo.ratio_level](logp, batch.old_logp, batch.mask).exp()
+    checks["ratio = 1 before any step"] = _verdict("ratio = 1 before any step",
+                                                   float((ratio - 1).abs()[on_mask].max()))
+    # 4. group advantages are centred
+    group_means = batch.advantages.view(-1, algo.group_size).mean(1)
+    checks["group advantage mean = 0"] = _verdict("group advantage mean = 0", float(group_means.abs().max()))
+    # 5. padding never reaches the loss: extra pad columns holding random ids change nothing
+    weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
+    with torch.no_grad():
+        loss, _ = minibatch_loss(model, batch, weights, algo)
+        extra = 8
+        noise = torch.randint(4, tokenizer.vocab_size, (len(batch), extra), generator=torch.Generator().manual_seed(0))
+        padded = Batch(torch.cat([batch.ids, noise], 1), torch.cat([batch.mask, torch.zeros(len(batch), extra)], 1),
+                       torch.cat([batch.old_logp, torch.zeros(len(batch), extra)], 1), batch.rewards, batch.groups,
+                       batch.advantages)
+        padded_weights = torch.cat([weights, torch.zeros(len(batch), extra)], 1)
+        padded_loss, _ = minibatch_loss(model, padded, padded_weights, algo)
+    checks["loss invariant to padding"] = _verdict("loss invariant to padding", abs(float(loss - padded_loss)))
+    # 6. gradient accumulation over micro-batches equals the one-pass gradient
+    probe = copy.deepcopy(model)
+    checks["accumulated = one-pass gradient"] = _verdict(
+        "accumulated = one-pass gradient", _one_pass_vs_accumulated(probe, batch, algo, weights_fn or global_weights(algo)))
+    # 7-9. one real update (with a KL term so the reference check has something to measure)
+    learner, reference = copy.deepcopy(model), copy.deepcopy(model).eval()
+    optimizer = torch.optim.Adam(learner.parameters(), lr=algo.lr)
+    old_before = batch.old_logp.clone()
+    update_fn(learner, optimizer, batch, algo_kl, torch.Generator().manual_seed(0), reference)
+    with torch.no_grad():
+        new_logp = token_logprobs(learner, batch.ids, algo.temperature).logp
+        ref_logp = token_logprobs(reference, batch.ids, algo.temperature).logp
+    frozen = torch.equal(old_before, batch.old_logp)
+    moved = float(((new_logp - batch.old_logp).abs() * batch.mask).sum() / batch.mask.sum())
+    checks["old_logp frozen in the update"] = _verdict("old_logp frozen in the update", moved if frozen else 0.0)
+    delta = ((new_logp - old_before) * batch.mask).sum(1)  # [B] change of log pi per episode
+    adv = batch.advantages
+    corr = float(torch.corrcoef(torch.stack([delta, adv]))[0, 1]) if adv.std() > 0 and delta.std() > 0 else 0.0
+    checks["update raises log pi where A > 0"] = _verdict("update raises log pi where A > 0", corr)
+    kl = float((KL_ESTIMATORS["k3"](new_logp, ref_logp) * batch.mask).sum() / batch.mask.sum())
+    checks["KL to reference > 0 after a step"] = _verdict("KL to reference > 0 after a step", kl)
+    return checks
+
+
+def first_batch(model, tokenizer, make_env, algo, seed: int = 0, temperature: float | None = None):
+    """The first training batch: trajectories and the collated batch with advantages."""
+    from bugfix_rl.gym.tasks import make_tasks
+    from bugfix_rl.rollout.collect import sample_groups
+
+    tasks = make_tasks("train")[: algo.prompts_per_step]
+    generator = torch.Generator().manual_seed(seed)
+    temp = algo.temperature if temperature is None else temperature
+    trajectories = sample_groups(model, tokenizer, tasks, algo.group_size, make_env, temp, generator)
+    batch = collate(trajectories, tokenizer.pad_id)
+    batch.advantages = ADVANTAGES[algo.adv_mode](batch.rewards.view(-1, algo.group_size), algo.adv_eps).reshape(-1)
+    return trajectories, batch
+
+
+def run_preflight(cfg, model, tokenizer, make_env) -> dict[str, dict]:
+    trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=cfg.seed)
+    max_action_tokens = make_env(make_first_task(), None).max_action_tokens
+    return check_batch(model, trajectories, batch, cfg.algo, tokenizer, max_action_tokens)
+
+
+def make_first_task():
+    from bugfix_rl.gym.tasks import make_tasks
+
+    return make_tasks("train")[0]

@@ -1,0 +1,107 @@
+"""One step's rollouts: pick tasks, build renamed envs, sample G episodes per task.
+
+Dynamic sampling (DAPO) resamples groups whose rewards are all equal (they carry no gradient) with
+fresh tasks, up to max_sample_rounds rounds, and reports how many extra episodes that cost. Task
+filtering and the curriculum reweight which training tasks are drawn, from their recent pass rates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from bugfix_rl.gym.edit_menu import RENAME_POOL
+from bugfix_rl.gym.tasks import Task
+from bugfix_rl.rollout.sampler import sample_episodes
+from bugfix_rl.rollout.trajectory import Trajectory
+
+
+@dataclass
+class StepRollouts:
+    """kept: the trajectories trained on (groups of G, contiguous); sampled: every episode sampled
+    this step (dynamic sampling's discarded groups included); rounds: sampling rounds used."""
+
+    kept: list[Trajectory]
+    sampled: list[Trajectory]
+    rounds: int = 1
+
+
+@dataclass
+class TaskStats:
+    """Exponential moving pass rate per task name, for filtering and the curriculum."""
+
+    rate: dict[str, float] = field(default_factory=dict)
+    decay: float = 0.5
+
+    def update(self, trajectories: list[Trajectory]) -> None:
+        by_task: dict[str, list[float]] = {}
+        for t in trajectories:
+            by_task.setdefault(t.info.task, []).append(t.reward)
+        for name, rewards in by_task.items():
+            mean = sum(rewards) / len(rewards)
+            old = self.rate.get(name)
+            self.rate[name] = mean if old is None else self.decay * old + (1 - self.decay) * mean
+
+    def weights(self, tasks: list[Task], task_filter: bool, curriculum: bool) -> torch.Tensor:
+        rates = torch.tensor([self.rate.get(t.name, 0.5) for t in tasks])
+        w = torch.ones(len(tasks))
+        if curriculum:
+            w = (1.0 - rates) + 0.05  # unsolved tasks drawn more, solved ones rarely but not never
+        if task_filter:
+            informative = (rates > 0.0) & (rates < 1.0)
+            if informative.sum() > 0:
+                w = w * informative
+        return w
+
+
+def draw_tasks(tasks: list[Task], n: int, weights: torch.Tensor, generator: torch.Generator) -> list[Task]:
+    """n distinct tasks (or all, if n >= len(tasks)); uniform weights use randperm (the book's stream)."""
+    n = min(n, len(tasks))
+    if bool((weights == weights[0]).all()):
+        index = torch.randperm(len(tasks), generator=generator)[:n]
+    else:
+        index = torch.multinomial(weights, n, replacement=False, generator=generator)
+    return [tasks[i] for i in index.tolist()]
+
+
+def sample_groups(model, tokenizer, tasks: list[Task], group_size: int, make_env: Callable, temperature: float,
+                  generator: torch.Generator, first_group: int = 0) -> list[Trajectory]:
+    """group_size renamed episodes of each task, in one batch; groups numbered from first_group."""
+    names = torch.randint(len(RENAME_POOL), (len(tasks) * group_size,), generator=generator).tolist()
+    envs, groups = [], []
+    for i, task in enumerate(tasks):
+        for j in range(group_size):
+            envs.append(make_env(task, RENAME_POOL[names[i * group_size + j]]))
+            groups.append(first_group + i)
+    return sample_episodes(model, tokenizer, envs, groups, temperature, generator)
+
+
+def collect_step(model, tokenizer, tasks: list[Task], algo, make_env: Callable, generator: torch.Generator,
+                 task_stats: TaskStats | None = None) -> StepRollouts:
+    G = algo.group_size
+    weights = (task_stats.weights(tasks, algo.task_filter, algo.curriculum) if task_stats
+               else torch.ones(len(tasks)))
+    chosen = draw_tasks(tasks, algo.prompts_per_step, weights, generator)
+    sampled = sample_groups(model, tokenizer, chosen, G, make_env, algo.temperature, generator)
+    groups = [sampled[i:i + G] for i in range(0, len(sampled), G)]
+    rounds = 1
+    if algo.dynamic_sampling:
+        while rounds < algo.max_sample_rounds:
+            degenerate = [i for i, g in enumerate(groups) if len({t.reward for t in g}) == 1]
+            if not degenerate:
+                break
+            refill = draw_tasks(tasks, len(degenerate), weights, generator)
+            fresh = sample_groups(model, tokenizer, refill, G, make_env, algo.temperature, generator,
+                                  first_group=len(sampled) // G)
+            sampled = sampled + fresh
+            for slot, start in zip(degenerate, range(0, len(fresh), G)):
+                candidate = fresh[start:start + G]
+                if len({t.reward for t in candidate}) > 1:
+                    groups[slot] = candidate
+            rounds += 1
+    kept = [t for g in groups for t in g]
+    if task_stats is not None:
+        task_stats.update(sampled)
+    return StepRollouts(kept, sampled, rounds)

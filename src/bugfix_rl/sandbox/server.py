@@ -1,0 +1,248 @@
+"""The warm fork server: one process per worker, started once per Sandbox; it forks one child per job.
+
+Started by the parent as `<real interpreter> -I -S -B -c BOOT` (see sandbox.py), so it has the stdlib
+and this package's stdlib-only modules, nothing else. It sets up the shared layers once (hardening.
+setup_server), proves them with a self-test child, then serves jobs read from the parent pipe:
+
+    fork -> child: setsid, fds 0-4 only, run dir from the job's files, rlimits, own uid, Landlock,
+                   seccomp, then runner.run (model code) -> one report on fd 3 -> _exit
+         -> server: select on the child's pidfd and pipes until exit or the wall deadline (then
+                    SIGKILL), reap, remove the run dir, reply to the parent.
+
+Nothing the child prints or reports is interpreted here: it is capped and passed to the parent,
+which validates it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import gc
+import json
+import os
+import select
+import shutil
+import signal
+import sys
+import time
+
+from . import hardening, runner, wire
+
+STDOUT_HEAD, STDOUT_TAIL = 32 << 10, 16 << 10  # bytes of a test run's output kept: head + tail
+MAX_RESULT = 8 << 20
+EXIT_SANDBOX_ERROR = 70
+WARM_MODULES = ("math", "re", "collections", "itertools", "functools", "operator", "typing",
+                "dataclasses", "string", "random", "heapq", "bisect", "copy", "fractions",
+                "decimal", "statistics", "enum", "unittest")  # common in model code; imported once here
+
+
+def main(worker_index: int) -> None:
+    request_fd, reply_fd = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)  # a stray print here can never corrupt the protocol
+    os.close(null)
+    os.chdir("/")
+    config = wire.read_frame(request_fd)
+    stdlib_path = list(sys.path)
+    for name in WARM_MODULES:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    iso = hardening.setup_server(config["scratch_mb"])
+    server = Server(iso, hardening.Limits(**config["limits"]), stdlib_path)
+    server.prove_layers()
+    gc.freeze()  # children never touch the server's objects' GC headers: fewer copy-on-write faults
+    wire.write_frame(reply_fd, {"layers": iso.layers, "reasons": iso.reasons, "uid": iso.uid,
+                                "scratch": iso.scratch, "worker": worker_index})
+    while (job := wire.read_frame(request_fd)) is not None:
+        wire.write_frame(reply_fd, server.run_job(job))
+    if not iso.layers["tmpfs"]:
+        shutil.rmtree(iso.scratch, ignore_errors=True)
+
+
+class Server:
+    def __init__(self, iso: hardening.Isolation, limits: hardening.Limits, stdlib_path: list[str]):
+        self.iso, self.limits, self.stdlib_path = iso, limits, stdlib_path
+        self.pid = os.getpid()
+        self.jobs = 0
+
+    # ---- start-up proof: a hardened child probes every layer; a layer that does not hold is off
+
+    def prove_layers(self) -> None:
+        for _ in range(len(hardening.LAYERS)):
+            reply = self.run_job({"kind": "selftest", "nonce": "selftest", "canary": wire.encode(()),
+                                  "files": {}, "timeout_s": 10, "stdlib": os.path.dirname(os.__file__)})
+            try:
+                report = json.loads(reply["result"])
+            except (TypeError, ValueError):
+                report = {"sandbox_error": f"self-test child gave no report ({reply})", "step": "rlimits"}
+            if "sandbox_error" in report:
+                self._disable(report["step"], f"self-test: {report['sandbox_error']}")
+                continue
+            checks = report["checks"]
+            failed = {"uid": not (checks["uid"] and checks["stdlib_readable"]),
+                      "landlock": not checks["landlock"], "seccomp": not checks["seccomp"]}
+            failed = [name for name, bad in failed.items() if bad and self.iso.layers[name]]
+            for name in failed:
+                self._disable(name, "self-test: layer applied but did not hold")
+            if not failed:
+                return
+        raise RuntimeError("sandbox self-test never passed")
+
+    def _disable(self, layer: str, reason: str) -> None:
+        if layer == "files" or not self.iso.layers.get(layer):
+            raise RuntimeError(reason)
+        self.iso.layers[layer] = False
+        self.iso.reasons[layer] = reason
+
+    # ---- one job
+
+    def run_job(self, job: dict) -> dict:
+        self.jobs += 1
+        job["dir"] = os.path.join(self.iso.scratch, f"job{self.jobs}")
+        result_read, result_write = os.pipe()
+        output_read, output_write = os.pipe() if job["kind"] != "call" else (None, None)
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            self._child(job, result_write, output_write)  # never returns
+        os.close(result_write)
+        if output_write is not None:
+            os.close(output_write)
+        reply = self._wait(pid, result_read, output_read, started + float(job["timeout_s"]))
+        reply["duration_s"] = time.monotonic() - started
+        if not self.iso.layers["seccomp"]:
+            self._kill_leftovers(pid)
+        shutil.rmtree(job["dir"], ignore_errors=True)
+        return reply
+
+    def _child(self, job: dict, result_write: int, output_write: int | None) -> None:
+        step = "files"
+        try:
+            os.setsid()
+            null = os.open(os.devnull, os.O_RDWR)
+            ruleset = self.iso.landlock_ruleset_fd if self.iso.layers["landlock"] else null
+            wanted = [null, output_write or null, output_write or null, result_write, ruleset]
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in wanted]
+            for target, fd in enumerate(high):
+                os.dup2(fd, target, inheritable=target < 3)
+            os.closerange(len(wanted), 1 << 20)  # the parent pipe, the uid claim, everything else
+            self.iso.landlock_ruleset_fd = 4
+            self._write_files(job)
+            os.chdir(job["dir"])
+            os.environ.clear()
+            os.environ.update(PATH="/usr/bin:/bin", HOME=job["dir"], LANG="C.UTF-8")
+            step = "rlimits"
+            hardening.apply_rlimits(self.limits)
+            step = "uid"
+            hardening.drop_privileges(self.iso, self.pid)
+            step = "landlock"
+            hardening.restrict_self(self.iso) if not self.iso.layers["seccomp"] else None
+            if self.iso.layers["seccomp"]:
+                landlock = self.iso.layers["landlock"]
+                self.iso.layers["landlock"] = False
+                step = "seccomp" if not landlock else "landlock"
+                if landlock:
+                    hardening._check(hardening._syscall(446, 4, 0), "landlock_restrict_self")
+                    os.close(4)
+                step = "seccomp"
+                hardening.restrict_self(self.iso)
+        except BaseException as error:
+            message = json.dumps({"nonce": job["nonce"], "sandbox_error": f"{type(error).__name__}: {error}",
+                                  "step": step})
+            try:
+                os.write(runner.RESULT_FD, message.encode())
+            finally:
+                os._exit(EXIT_SANDBOX_ERROR)
+        try:
+            runner.run(job, self.stdlib_path)
+        finally:
+            os._exit(EXIT_SANDBOX_ERROR)
+
+    def _write_files(self, job: dict) -> None:
+        os.mkdir(job["dir"], 0o700)
+        uid = self.iso.uid if self.iso.layers["uid"] else None
+        paths = [job["dir"]]
+        for relative, text in job["files"].items():
+            path = os.path.join(job["dir"], relative)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            paths += [path, os.path.dirname(path)]
+        if uid is not None:
+            for path in set(paths):
+                os.chown(path, uid, uid)
+
+    def _wait(self, pid: int, result_read: int, output_read: int | None, deadline: float) -> dict:
+        """Collect the child's report and output until it exits or the deadline passes."""
+        pidfd = os.pidfd_open(pid)
+        result, head, tail, dropped = bytearray(), bytearray(), bytearray(), 0
+        pipes = [fd for fd in (result_read, output_read) if fd is not None]
+        timed_out = False
+
+        def take(fd: int, chunk: bytes) -> None:
+            nonlocal dropped
+            if fd == result_read:
+                result.extend(chunk[: MAX_RESULT + 1 - len(result)])
+                return
+            room = STDOUT_HEAD - len(head)
+            head.extend(chunk[:room])
+            tail.extend(chunk[room:] if room > 0 else chunk)
+            if len(tail) > STDOUT_TAIL:
+                dropped += len(tail) - STDOUT_TAIL
+                del tail[: len(tail) - STDOUT_TAIL]
+
+        while True:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                timed_out = True
+                break
+            ready = select.select([pidfd, *pipes], [], [], wait)[0]
+            for fd in ready:
+                if fd == pidfd:
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    take(fd, chunk)
+                else:
+                    pipes.remove(fd)
+            if pidfd in ready:
+                break
+        _, status = os.waitpid(pid, 0)
+        os.close(pidfd)
+        for fd in pipes:  # drain what the child left; never block (a forked leftover may hold the pipe)
+            os.set_blocking(fd, False)
+            try:
+                while chunk := os.read(fd, 1 << 16):
+                    take(fd, chunk)
+            except BlockingIOError:
+                pass
+        for fd in (result_read, output_read):
+            if fd is not None:
+                os.close(fd)
+        stdout = bytes(head) + (f"\n[... {dropped} bytes of output dropped ...]\n".encode() if dropped else b"")
+        return {"exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                "timed_out": timed_out, "result": result.decode("utf-8", "replace") if result else None,
+                "result_overflow": len(result) > MAX_RESULT,
+                "stdout": (stdout + bytes(tail)).decode("utf-8", "replace")}
+
+    def _kill_leftovers(self, pid: int) -> None:
+        """Without seccomp a job can fork: kill its process group, and every process of its uid."""
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError as error:
+            if error.errno != errno.ESRCH:
+                raise
+        if self.iso.layers["uid"]:
+            reaper = os.fork()
+            if reaper == 0:
+                try:
+                    os.setresuid(self.iso.uid, self.iso.uid, self.iso.uid)
+                    os.kill(-1, signal.SIGKILL)  # as that uid: reaches that uid's processes only
+                finally:
+                    os._exit(0)
+            os.waitpid(reaper, 0)

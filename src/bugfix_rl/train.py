@@ -1,0 +1,226 @@
+"""`bugfix-rl train`: the one place that wires the pipeline stages together.
+
+sample (G episodes per task) -> collate -> advantages -> clipped update -> dashboard row ->
+checkpoint + validation every N steps -> choose the best validation checkpoint -> test once.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from bugfix_rl.algo.advantages import ADVANTAGES
+from bugfix_rl.algo.objective import overlong_penalty
+from bugfix_rl.algo.update import policy_update
+from bugfix_rl.checkpoint import load_checkpoint, load_model_state, model_tensors, save_checkpoint
+from bugfix_rl.dashboard import CONSOLE_KEYS, JsonlLogger, WandbLogger, dashboard_row, plot_dashboard
+from bugfix_rl.envs import make_env_factory
+from bugfix_rl.evaluate.evaluate import sample_counts
+from bugfix_rl.evaluate.stats import paired_bootstrap_diff, pass_rate_summary
+from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+from bugfix_rl.rollout.collect import TaskStats, collect_step
+from bugfix_rl.rollout.trajectory import collate
+
+
+@dataclass
+class RunState:
+    """What a run accumulates: dashboard rows and per-checkpoint validation results."""
+
+    rows: list[dict] = field(default_factory=list)
+    validation: dict[int, dict] = field(default_factory=dict)
+    checkpoints: dict[int, Path] = field(default_factory=dict)
+
+
+def library_versions() -> dict:
+    import hydra
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "hydra": hydra.__version__}
+
+
+def compute_advantages(batch, rollouts, algo, model_len: int) -> None:
+    """Fill batch.advantages from the rewards (shaped by the overlong penalty), group by group."""
+    rewards = batch.rewards.clone()
+    if algo.overlong_buffer > 0:
+        lengths = torch.tensor([len(t.ids) for t in rollouts.kept])
+        rewards = rewards + overlong_penalty(lengths, model_len, algo.overlong_buffer)
+    grouped = rewards.view(-1, algo.group_size)  # [groups, G]
+    batch.advantages = ADVANTAGES[algo.adv_mode](grouped, algo.adv_eps).reshape(-1)
+
+
+def apply_kl_in_reward(batch, model, ref_model, algo) -> float:
+    """Reward shaping r - beta * sum_t KL_t (sampler log-probs vs the reference); returns mean KL."""
+    from bugfix_rl.algo.objective import KL_ESTIMATORS
+    from bugfix_rl.algo.update import token_logprobs
+
+    with torch.no_grad():
+        ref_logp = token_logprobs(ref_model, batch.ids, algo.temperature).logp
+    kl = (KL_ESTIMATORS[algo.kl_kind](batch.old_logp, ref_logp) * batch.mask).sum(1)  # [B]
+    batch.rewards = batch.rewards - algo.kl_coef * kl
+    return float(kl.mean())
+
+
+class Trainer:
+    """Holds the wired stages of one run; `step()` does one GRPO step and returns its dashboard row."""
+
+    def __init__(self, cfg, model, tokenizer, make_env, generator: torch.Generator):
+        self.cfg, self.algo = cfg, cfg.algo
+        self.model, self.tokenizer, self.make_env = model, tokenizer, make_env
+        self.generator = generator
+        self.tasks = make_tasks("train")
+        self.ref_model = copy.deepcopy(model).eval() if cfg.algo.kl_coef > 0 else None
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.algo.lr)
+        self.task_stats = TaskStats() if (cfg.algo.task_filter or cfg.algo.curriculum) else None
+
+    def step(self, step: int) -> dict:
+        algo = self.algo
+        t0 = time.perf_counter()
+        rollouts = collect_step(self.model, self.tokenizer, self.tasks, algo, self.make_env, self.generator,
+                                self.task_stats)
+        t1 = time.perf_counter()
+        batch = collate(rollouts.kept, self.tokenizer.pad_id)
+        extra = {}
+        if algo.kl_coef > 0 and algo.kl_in_reward:
+            extra["kl_reward"] = apply_kl_in_reward(batch, self.model, self.ref_model, algo)
+        compute_advantages(batch, rollouts, algo, self.model.cfg.max_len)
+        grouped = batch.advantages.view(-1, algo.group_size)
+        extra["zero_adv_frac"] = float((grouped.abs().max(1).values == 0).float().mean())
+        metrics = policy_update(self.model, self.optimizer, batch, algo, self.generator, self.ref_model)
+        t2 = time.perf_counter()
+        extra.update(time_sample=t1 - t0, time_update=t2 - t1)
+        return dashboard_row(step, rollouts, metrics, extra)
+
+
+def evaluate_split(model, tokenizer, make_env, split: str, n: int, seed: int, temperature: float) -> dict:
+    tasks = make_tasks(split)
+    counts = sample_counts(model, tokenizer, tasks, n, make_env, temperature, seed)
+    summary = pass_rate_summary(counts, n, seed=seed)
+    summary["tasks_names"] = [t.name for t in tasks]
+    return summary
+
+
+def checkpoint_meta(cfg, step: int, tokenizer) -> dict:
+    return {"kind": "policy", "step": step, "config": dataclasses.asdict(cfg),
+            "vocab": list(tokenizer.words)}
+
+
+def run_training(cfg, run_dir: Path, console=None) -> dict:
+    """Train, checkpoint, select on validation, test once. Writes metrics.jsonl, eval.json, summary.md."""
+    from bugfix_rl.console import TrainConsole
+    from bugfix_rl.preflight import run_preflight
+
+    torch.set_num_threads(cfg.threads)
+    run_dir = Path(run_dir)
+    tokenizer = build_tokenizer_for(cfg)
+    make_env, close_env = make_env_factory(cfg.env)
+    try:
+        model = build_policy(cfg.policy, tokenizer)
+        base = copy.deepcopy(model)
+        view = TrainConsole(cfg, enabled=cfg.logger.console)
+        if cfg.preflight:
+            checks = run_preflight(cfg, model, tokenizer, make_env)
+            view.preflight(checks)
+            (run_dir / "preflight.json").write_text(json.dumps(checks, indent=1))
+            if not all(c["ok"] for c in checks.values()) and not cfg.allow_failed_preflight:
+                raise PreflightFailed("preflight failed: " + ", ".join(k for k, c in checks.items() if not c["ok"])
+                                      + " (set allow_failed_preflight=true to train anyway)")
+        torch.manual_seed(cfg.seed)
+        generator = torch.Generator().manual_seed(cfg.seed)
+        trainer = Trainer(cfg, model, tokenizer, make_env, generator)
+        state = RunState()
+        loggers = [JsonlLogger(run_dir / "metrics.jsonl")] if cfg.logger.jsonl else []
+        if cfg.logger.wandb:
+            loggers.append(WandbLogger(cfg.logger, run_dir, dataclasses.asdict(cfg)))
+        every = cfg.eval.ckpt_every or cfg.steps
+        temperature = cfg.algo.temperature
+
+        def keep(step: int, policy) -> None:
+            path = save_checkpoint(run_dir / "checkpoints" / f"step_{step:03d}.safetensors", model_tensors(policy),
+                                   checkpoint_meta(cfg, step, tokenizer))
+            state.checkpoints[step] = path
+            state.validation[step] = evaluate_split(policy, tokenizer, make_env, "val", cfg.eval.n_val,
+                                                    cfg.eval.val_seed, temperature)
+            view.checkpoint(step, state.validation[step])
+
+        keep(0, base)
+        with view.progress(cfg.steps) as advance:
+            for step in range(cfg.steps):
+                row = trainer.step(step)
+                state.rows.append(row)
+                for logger in loggers:
+                    logger.log(row)
+                view.row(row)
+                advance(row)
+                if (step + 1) % every == 0 or step + 1 == cfg.steps:
+                    keep(step + 1, model)
+        for logger in loggers:
+            logger.close()
+        result = finish_run(cfg, run_dir, state, base, tokenizer, make_env)
+        view.final(result)
+        return result
+    finally:
+        close_env()
+
+
+class PreflightFailed(RuntimeError):
+    pass
+
+
+def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env) -> dict:
+    """Choose the checkpoint on validation, evaluate base and chosen on test once, write the reports."""
+    from bugfix_rl.policy.build import build_policy
+    from bugfix_rl.report_run import write_summary
+
+    val_score = {s: v["pass_at_1"] for s, v in state.validation.items()}
+    chosen_step = max(val_score, key=lambda s: (val_score[s], -s))  # best validation; ties -> earliest
+    chosen = build_policy(cfg.policy, tokenizer, init=str(state.checkpoints[chosen_step]))
+    temperature = cfg.algo.temperature
+    result = {
+        "chosen_step": chosen_step,
+        "validation": {str(s): v for s, v in state.validation.items()},
+        "config": {"seed": cfg.seed, "threads": cfg.threads, "arm": cfg.arm, "experiment": cfg.experiment,
+                   "steps": cfg.steps, "versions": library_versions(),
+                   "resolved": dataclasses.asdict(cfg)},
+        "train": {"late_reward": _late_mean(state.rows, "reward"), "final_entropy": state.rows[-1].get("entropy"),
+                  "final_exploit": state.rows[-1].get("exploit"), "late_exploit": _late_mean(state.rows, "exploit"),
+                  "sampled_episodes": sum(r["sampled_episodes"] for r in state.rows),
+                  "seconds_per_step": sum(r["time_sample"] + r["time_update"] for r in state.rows) / len(state.rows)},
+    }
+    if cfg.eval.test:
+        test = {}
+        for name, policy in (("base", base), ("chosen", chosen)):
+            test[name] = evaluate_split(policy, tokenizer, make_env, "test", cfg.eval.n_test, cfg.eval.test_seed,
+                                        temperature)
+        n = cfg.eval.n_test
+        diff, lo, hi = paired_bootstrap_diff(torch.tensor(test["chosen"]["per_task"]) / n,
+                                             torch.tensor(test["base"]["per_task"]) / n)
+        test["paired_diff"] = {"diff": diff, "ci": [lo, hi], "tasks": len(test["base"]["per_task"])}
+        result["test"] = test
+    if cfg.eval.heldout_n > 0:
+        final = state.checkpoints[max(state.checkpoints)]
+        final_policy = build_policy(cfg.policy, tokenizer, init=str(final))
+        result["heldout"] = evaluate_split(final_policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
+                                           cfg.eval.heldout_seed_offset + cfg.seed, temperature)
+    (run_dir / "eval.json").write_text(json.dumps(result, indent=1))
+    plot_dashboard(state.rows, run_dir / "dashboard.png", title=f"{cfg.experiment} / {cfg.arm} / seed {cfg.seed}")
+    write_summary(run_dir, result, state.rows)
+    return result
+
+
+def _late_mean(rows: list[dict], key: str, window: int = 5) -> float | None:
+    values = [r[key] for r in rows[-window:] if r.get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def load_policy_checkpoint(path: str, policy_cfg, tokenizer):
+    tensors, meta = load_checkpoint(path)
+    from bugfix_rl.policy.build import build_policy
+
+    return build_policy(policy_cfg, tokenizer, init=path), meta
