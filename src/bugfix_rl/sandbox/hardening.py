@@ -215,7 +215,10 @@ class _PathBeneathAttr(ctypes.Structure):
 
 
 _SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
-_LL_EXECUTE, _LL_READ_FILE, _LL_READ_DIR = 1 << 0, 1 << 2, 1 << 3
+_LL_EXECUTE, _LL_WRITE_FILE, _LL_READ_FILE, _LL_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+# Shared libraries that stdlib extension modules link against (sqlite3, ssl, bz2, ...) and the
+# loader's cache: readable as files (not listable); /dev/null readable and writable.
+_LIBRARY_PATHS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/etc/ld.so.cache")
 
 
 def landlock_abi() -> int:
@@ -233,6 +236,9 @@ def _build_landlock_ruleset(iso: Isolation) -> None:
                      "landlock_create_ruleset")
     rules = [(iso.scratch, attr.handled_access_fs & ~_LL_EXECUTE)]
     rules += [(path, _LL_READ_FILE | _LL_READ_DIR) for path in iso.readable_dirs]
+    libraries = dict.fromkeys(os.path.realpath(path) for path in _LIBRARY_PATHS if os.path.exists(path))
+    rules += [(path, _LL_READ_FILE) for path in libraries]
+    rules += [(os.devnull, _LL_READ_FILE | _LL_WRITE_FILE)]
     for path, access in rules:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
         try:
@@ -341,11 +347,14 @@ def drop_privileges(iso: Isolation, server_pid: int) -> None:
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
-def restrict_self(iso: Isolation) -> None:
-    """Landlock then seccomp; both are irreversible for this process."""
+def apply_landlock(iso: Isolation) -> None:
+    """Irreversible; `iso.landlock_ruleset_fd` is the child's copy of the server's ruleset."""
     if iso.layers["landlock"]:
-        _check(_syscall(_SYS_LANDLOCK_RESTRICT_SELF, iso.landlock_ruleset_fd, 0),
-               "landlock_restrict_self")
-        os.close(iso.landlock_ruleset_fd)
+        _check(_syscall(_SYS_LANDLOCK_RESTRICT_SELF, iso.landlock_ruleset_fd, 0), "landlock_restrict_self")
+    os.close(iso.landlock_ruleset_fd)
+
+
+def apply_seccomp(iso: Isolation) -> None:
+    """Irreversible; needs no_new_privs (set by drop_privileges)."""
     if iso.layers["seccomp"]:
         _prctl(PR_SET_SECCOMP, 2, ctypes.addressof(iso.seccomp_program))  # SECCOMP_MODE_FILTER

@@ -95,7 +95,7 @@ def main(argv: list[str], report=lambda counts: None) -> int:
             print(text)
         print(_rule("short test summary info"))
         for file, name, text in failures:
-            print(f"FAILED {file}::{name} - {text.splitlines()[-1][4:] if text else ''}"[:WIDTH * 2])
+            print(f"FAILED {file}::{name} - {_headline(text)}"[:WIDTH * 2])
         if stop_first:
             print(_rule("stopping after 1 failures", "!"))
     parts = [f"{outcomes[key]} {key}" for key in ("failed", "passed", "skipped") if outcomes[key]]
@@ -104,6 +104,10 @@ def main(argv: list[str], report=lambda counts: None) -> int:
     code = 1 if failures else 0 if items else 5
     report({"passed": outcomes["passed"], "failed": outcomes["failed"], "errors": 0, "exit_code": code})
     return code
+
+
+def _headline(text: str) -> str:
+    return next((line[4:] for line in text.splitlines() if line.startswith("E   ")), "")
 
 
 def _discover(directory: str) -> list[str]:
@@ -181,7 +185,7 @@ def _finish_collection_errors(errors, started, report) -> int:
         print(text)
     print(_rule("short test summary info"))
     for file, text in errors:
-        print(f"ERROR {file} - {text.splitlines()[-1][4:] if text else ''}")
+        print(f"ERROR {file} - {_headline(text)}"[:WIDTH * 2])
     print(_rule(f"Interrupted: {len(errors)} error{'s' * (len(errors) != 1)} during collection", "!"))
     print(_rule(f"{len(errors)} error{'s' * (len(errors) != 1)} in {time.perf_counter() - started:.2f}s"))
     report({"passed": 0, "failed": 0, "errors": len(errors), "exit_code": 2})

@@ -139,16 +139,9 @@ class Server:
             step = "uid"
             hardening.drop_privileges(self.iso, self.pid)
             step = "landlock"
-            hardening.restrict_self(self.iso) if not self.iso.layers["seccomp"] else None
-            if self.iso.layers["seccomp"]:
-                landlock = self.iso.layers["landlock"]
-                self.iso.layers["landlock"] = False
-                step = "seccomp" if not landlock else "landlock"
-                if landlock:
-                    hardening._check(hardening._syscall(446, 4, 0), "landlock_restrict_self")
-                    os.close(4)
-                step = "seccomp"
-                hardening.restrict_self(self.iso)
+            hardening.apply_landlock(self.iso)
+            step = "seccomp"
+            hardening.apply_seccomp(self.iso)
         except BaseException as error:
             message = json.dumps({"nonce": job["nonce"], "sandbox_error": f"{type(error).__name__}: {error}",
                                   "step": step})
@@ -163,17 +156,17 @@ class Server:
 
     def _write_files(self, job: dict) -> None:
         os.mkdir(job["dir"], 0o700)
-        uid = self.iso.uid if self.iso.layers["uid"] else None
-        paths = [job["dir"]]
         for relative, text in job["files"].items():
-            path = os.path.join(job["dir"], relative)
+            path = os.path.normpath(os.path.join(job["dir"], relative))
+            if os.path.commonpath([path, job["dir"]]) != job["dir"] or path == job["dir"]:
+                raise ValueError(f"file path outside the run dir: {relative!r}")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text)
-            paths += [path, os.path.dirname(path)]
-        if uid is not None:
-            for path in set(paths):
-                os.chown(path, uid, uid)
+        if self.iso.layers["uid"]:
+            for root, dirs, files in os.walk(job["dir"]):
+                for name in [root] + [os.path.join(root, entry) for entry in dirs + files]:
+                    os.chown(name, self.iso.uid, self.iso.uid)
 
     def _wait(self, pid: int, result_read: int, output_read: int | None, deadline: float) -> dict:
         """Collect the child's report and output until it exits or the deadline passes."""

@@ -1,0 +1,400 @@
+"""The trusted side of the sandbox: fork-server workers, the public API, and grading.
+
+Model-written code never runs in this process. `Sandbox` starts `workers` fork servers (server.py),
+each a separate `python -I -S -B` process of the real interpreter binary; every job is one request
+to an idle server, which forks a hardened child for it. This side only ever reads back tagged JSON,
+checks the job's nonce, the canary and the number of outputs, and rebuilds plain values from
+literals (wire.decode); grading compares those with expected values that never leave this process.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import queue
+import secrets
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import wire
+from .hardening import LAYERS
+
+Outcome = tuple[str, object]  # ("value", plain value) or ("error", exception class name)
+STATUSES = ("ok", "timeout", "crash", "import_error", "bad_result", "sandbox_error", "bad_command")
+SERVER_GRACE_S = 30.0  # a server silent this long past a job's own timeout is replaced
+_SRC_ROOT = str(Path(__file__).resolve().parents[2])
+_BOOT = """
+import sys, types
+for name in ("bugfix_rl", "bugfix_rl.sandbox"):
+    package = types.ModuleType(name)
+    package.__path__ = [sys.argv[1] + "/" + name.replace(".", "/")]
+    sys.modules[name] = package  # skips the packages' __init__: the server loads stdlib-only modules
+from bugfix_rl.sandbox import server
+server.main(int(sys.argv[2]))
+"""
+
+
+class SandboxUnavailable(RuntimeError):
+    """A layer named in `min_isolation` cannot be had on this machine (or a server failed to start)."""
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    timeout_s: float = 5.0
+    """Wall-clock limit per job (a test run or a grading call batch); the job is killed past it."""
+    cpu_s: int = 5
+    """RLIMIT_CPU of the job process, in seconds."""
+    memory_mb: int = 1024
+    """RLIMIT_AS (address space) of the job process, in MiB."""
+    file_mb: int = 1
+    """RLIMIT_FSIZE: the largest file the job may write, in MiB."""
+    nproc: int = 32
+    """RLIMIT_NPROC for the job's uid (processes + threads; seccomp forbids both anyway)."""
+    min_isolation: tuple[str, ...] = ("rlimits",)
+    """Layers that must be active, else the constructor raises SandboxUnavailable; see LAYERS."""
+    workers: int = 2
+    """Fork servers, i.e. jobs run in parallel (one per core is right for grading)."""
+
+    def __post_init__(self):
+        object.__setattr__(self, "min_isolation", tuple(self.min_isolation))
+        unknown = [name for name in self.min_isolation if name not in LAYERS]
+        if unknown:
+            raise ValueError(f"min_isolation: unknown layer {unknown[0]!r}; valid: {', '.join(LAYERS)}")
+        for name in ("timeout_s", "cpu_s", "memory_mb", "file_mb", "nproc", "workers"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+
+    @property
+    def scratch_mb(self) -> int:
+        """Size of each worker's private tmpfs for run dirs: room for 16 maximal files."""
+        return 16 * self.file_mb
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """Outputs of one module's function on each input, in order (empty unless status == 'ok')."""
+
+    outputs: list[Outcome]
+    status: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A `pytest` / `python x.py` run for the tools env's Bash tool. `stdout` has stderr merged in,
+    is capped (head + tail) and is model-written text: show it to the agent, never grade on it."""
+
+    stdout: str
+    exit_code: int
+    status: str
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """Per-case verdicts computed in this process; `flags` names anything suspicious or abnormal."""
+
+    passed: list[bool]
+    all_passed: bool
+    status: str
+    flags: frozenset[str] = field(default_factory=frozenset)
+
+
+# ---------------------------------------------------------------- workers
+
+def _interpreter() -> str:
+    """The interpreter binary itself (a pyenv shim is a shell script costing ~100 ms per start)."""
+    for candidate in (sys.executable, getattr(sys, "_base_executable", "")):
+        try:
+            with open(os.path.realpath(candidate), "rb") as handle:
+                if handle.read(4) == b"\x7fELF":
+                    return candidate
+        except OSError:
+            continue
+    raise SandboxUnavailable(f"no interpreter binary found (sys.executable={sys.executable!r} is not ELF)")
+
+
+class _WorkerLost(Exception):
+    pass
+
+
+class _Worker:
+    def __init__(self, config: SandboxConfig, index: int):
+        self.index = index
+        self.process = subprocess.Popen(
+            [_interpreter(), "-I", "-S", "-B", "-c", _BOOT, _SRC_ROOT, str(index)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, start_new_session=True,
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        self.write_fd, self.read_fd = self.process.stdin.fileno(), self.process.stdout.fileno()
+        limits = {"cpu_s": config.cpu_s, "memory_mb": config.memory_mb, "file_mb": config.file_mb,
+                  "nproc": config.nproc}
+        wire.write_frame(self.write_fd, {"limits": limits, "scratch_mb": config.scratch_mb})
+
+    def hello(self, timeout_s: float = 60.0) -> dict:
+        try:
+            hello = wire.read_frame(self.read_fd, time.monotonic() + timeout_s)
+        except (TimeoutError, ValueError) as error:
+            hello, reason = None, str(error)
+        else:
+            reason = f"exit code {self.process.poll()}"
+        if hello is None:
+            self.close()
+            raise SandboxUnavailable(f"sandbox server {self.index} failed to start ({reason}; see stderr)")
+        return hello
+
+    def request(self, job: dict, timeout_s: float) -> dict:
+        try:
+            wire.write_frame(self.write_fd, job)
+            reply = wire.read_frame(self.read_fd, time.monotonic() + timeout_s)
+        except (OSError, TimeoutError, ValueError) as error:
+            raise _WorkerLost(f"{type(error).__name__}: {error}") from error
+        if reply is None:
+            raise _WorkerLost(f"sandbox server exited (code {self.process.poll()})")
+        return reply
+
+    def close(self) -> None:
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout=5)  # end of input: the server finishes its job and exits
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+# ---------------------------------------------------------------- the sandbox
+
+class Sandbox:
+    """Runs model-written code in hardened, forked children of warm fork servers.
+
+    `layers` says which isolation layers are active on this machine (same for every worker);
+    `reasons` gives a one-line reason for each inactive one. Thread-safe; a context manager.
+    """
+
+    def __init__(self, config: SandboxConfig | None = None):
+        self.config = config or SandboxConfig()
+        self._workers: list[_Worker] = []
+        self._closed = False
+        try:
+            self._workers = [_Worker(self.config, index) for index in range(self.config.workers)]
+            hellos = [worker.hello() for worker in self._workers]
+        except BaseException:
+            self.close()
+            raise
+        self.layers = {name: all(hello["layers"][name] for hello in hellos) for name in LAYERS}
+        self.reasons = {name: next(h["reasons"].get(name, "") for h in hellos if not h["layers"][name])
+                        for name in LAYERS if not self.layers[name]}
+        self.uids = [hello["uid"] for hello in hellos]
+        missing = [name for name in self.config.min_isolation if not self.layers[name]]
+        if missing:
+            self.close()
+            details = "; ".join(f"{name}: {self.reasons[name]}" for name in missing)
+            raise SandboxUnavailable(f"required sandbox layers unavailable ({details}); "
+                                     f"min_isolation={list(self.config.min_isolation)}")
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        for worker in self._workers:
+            self._idle.put(worker)
+        self._pool = ThreadPoolExecutor(self.config.workers, thread_name_prefix="sandbox")
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def close(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        if hasattr(self, "_pool"):
+            self._pool.shutdown(wait=True)
+        for worker in self._workers:
+            worker.close()
+
+    # ---- public calls
+
+    def call_function(self, files: dict[str, str], module: str, function: str,
+                      inputs: list[tuple]) -> CallResult:
+        """Import `module` from `files` in a fresh sandbox and call `function(*args)` per input."""
+        nonce, canary = secrets.token_hex(16), tuple(secrets.randbits(48) for _ in range(3))
+        job = {"kind": "call", "files": _checked(files), "module": module, "function": function,
+               "inputs": [wire.encode(tuple(args)) for args in inputs]}
+        reply = self._submit(job, nonce, canary)
+        report, problem = _read_report(reply, nonce, canary)
+        if reply.get("lost") or (report and "sandbox_error" in report):
+            return CallResult([], "sandbox_error", reply.get("lost") or report["sandbox_error"])
+        if reply["timed_out"] or reply["signal"] == signal.SIGXCPU:
+            return CallResult([], "timeout", "wall clock" if reply["timed_out"] else "CPU limit")
+        if report is None:
+            return CallResult([], "crash", problem)
+        if problem:
+            return CallResult([], "bad_result", problem)
+        if "import_error" in report:
+            return CallResult([], "import_error", str(report["import_error"])[:300])
+        try:
+            outputs = [_outcome(item) for item in report["outputs"]]
+        except (KeyError, TypeError, ValueError) as error:
+            return CallResult([], "bad_result", f"malformed outputs: {error}"[:300])
+        if len(outputs) != len(inputs):
+            return CallResult([], "bad_result", f"{len(outputs)} outputs for {len(inputs)} inputs")
+        return CallResult(outputs, "ok")
+
+    def map_call_function(self, jobs: list[tuple]) -> list[CallResult]:
+        """call_function(*job) for each (files, module, function, inputs), spread over the workers."""
+        return list(self._pool.map(lambda job: self.call_function(*job), jobs))
+
+    def run_tests(self, files: dict[str, str], command: str) -> RunResult:
+        """`pytest [args]`, `python -m pytest [args]` or `python file.py [args]` in a fresh run dir."""
+        parsed = parse_command(command)
+        if parsed is None:
+            return RunResult(f"command not available in this sandbox: {command}", 127, "bad_command", 0.0)
+        nonce, canary = secrets.token_hex(16), (secrets.randbits(48),)
+        reply = self._submit({"kind": parsed[0], "args": parsed[1], "files": _checked(files)}, nonce, canary)
+        if reply.get("lost"):
+            return RunResult("", 1, "sandbox_error", 0.0)
+        report, problem = _read_report(reply, nonce, canary)
+        if reply["timed_out"]:
+            status, code = "timeout", 124
+        elif report is not None and not problem and "sandbox_error" not in report:
+            status, code = "ok", report.get("exit_code", 1)
+        elif report is not None and "sandbox_error" in report:
+            status, code = "sandbox_error", 1
+        elif reply["signal"] is not None:
+            status, code = ("timeout" if reply["signal"] == signal.SIGXCPU else "crash"), 128 + reply["signal"]
+        else:  # exited without the runner's report: os._exit() in model code, or a forged report
+            status, code = ("ok" if parsed[0] == "python" and not problem.startswith("bad") else "crash",
+                            reply["exit_code"])
+        code = code if type(code) is int else 1
+        return RunResult(reply["stdout"], code, status, float(reply["duration_s"]))
+
+    # ---- plumbing
+
+    def _submit(self, job: dict, nonce: str, canary: tuple) -> dict:
+        if self._closed:
+            raise RuntimeError("sandbox is closed")
+        job.update(nonce=nonce, canary=wire.encode(canary), timeout_s=self.config.timeout_s)
+        worker = self._idle.get()
+        try:
+            return worker.request(job, self.config.timeout_s + SERVER_GRACE_S)
+        except _WorkerLost as lost:
+            worker = self._replace(worker)
+            return {"lost": str(lost)}
+        finally:
+            self._idle.put(worker)
+
+    def _replace(self, worker: _Worker) -> _Worker:
+        worker.close()
+        fresh = _Worker(self.config, worker.index)
+        hello = fresh.hello()
+        weaker = [name for name in LAYERS if self.layers[name] and not hello["layers"][name]]
+        if weaker:
+            fresh.close()
+            raise SandboxUnavailable(f"restarted sandbox server lost layers {weaker}")
+        self._workers[self._workers.index(worker)] = fresh
+        return fresh
+
+
+def _checked(files: dict[str, str]) -> dict[str, str]:
+    for path, text in files.items():
+        parts = Path(path).parts
+        if not parts or Path(path).is_absolute() or ".." in parts or not isinstance(text, str):
+            raise ValueError(f"file paths must be relative and inside the run dir: {path!r}")
+    return dict(files)
+
+
+def _read_report(reply: dict, nonce: str, canary: tuple) -> tuple[dict | None, str]:
+    """(report, problem): report is None when there is none; problem is '' when it checks out."""
+    if reply.get("lost"):
+        return None, "sandbox server lost"
+    if not reply.get("result"):
+        exit_code, signal_number = reply.get("exit_code"), reply.get("signal")
+        return None, (f"killed by signal {signal_number}" if signal_number else f"exited with {exit_code} "
+                      "before reporting")
+    try:
+        report = json.loads(reply["result"])
+    except (ValueError, RecursionError):
+        return None, "bad report: not JSON"
+    if type(report) is not dict or not hmac.compare_digest(str(report.get("nonce")), nonce):
+        return None, "bad report: wrong nonce"
+    if "sandbox_error" in report:
+        return report, ""
+    if reply.get("result_overflow"):
+        return report, "bad report: too large"
+    try:
+        canary_ok = wire.decode(report.get("canary")) == canary
+    except (ValueError, TypeError, RecursionError):
+        canary_ok = False
+    return report, "" if canary_ok else "bad report: canary mismatch"
+
+
+def _outcome(item) -> Outcome:
+    if type(item) is list and len(item) == 2 and item[0] == "value":
+        return ("value", wire.decode(item[1]))
+    if type(item) is list and len(item) == 2 and item[0] == "error" and type(item[1]) is str:
+        return ("error", item[1][:100])
+    raise ValueError(f"malformed outcome {item!r:.80}")
+
+
+_PYTHON = ("python", "python3", "python3.11")
+_PYTHON_FLAGS = ("-u", "-B", "-I", "-S", "-q", "-E", "-s")
+
+
+def parse_command(command: str) -> tuple[str, list[str]] | None:
+    """'pytest -q test_x.py' -> ('pytest', ['-q', 'test_x.py']); 'python x.py' -> ('python', ['x.py'])."""
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return None
+    if tokens and tokens[0] in ("pytest", "py.test"):
+        return "pytest", tokens[1:]
+    if not tokens or tokens[0] not in _PYTHON:
+        return None
+    rest = tokens[1:]
+    while rest and rest[0] in _PYTHON_FLAGS:
+        rest = rest[1:]
+    if rest[:2] == ["-m", "pytest"]:
+        return "pytest", rest[2:]
+    if rest and rest[0].endswith(".py") and not rest[0].startswith("-"):
+        return "python", rest
+    return None
+
+
+# ---------------------------------------------------------------- grading
+
+def grade(sandbox: Sandbox, source: str, module: str, function: str,
+          cases: list[tuple[tuple, object]]) -> GradeResult:
+    """Run `function` from `source` (alone in its run dir as `<module>.py`) on each case's arguments;
+    a case passes when the returned plain value equals its expected value, compared here."""
+    return grade_many(sandbox, [(source, module, function, cases)])[0]
+
+
+def grade_many(sandbox: Sandbox, jobs: list[tuple[str, str, str, list]]) -> list[GradeResult]:
+    """grade() for each (source, module, function, cases), in parallel over the sandbox's workers."""
+    calls = sandbox.map_call_function([({f"{module}.py": source}, module, function,
+                                        [tuple(args) for args, _ in cases])
+                                       for source, module, function, cases in jobs])
+    return [_verdict(call, job[3]) for call, job in zip(calls, jobs)]
+
+
+def _verdict(call: CallResult, cases: list[tuple[tuple, object]]) -> GradeResult:
+    passed = [False] * len(cases)
+    if call.status == "ok":
+        passed = [kind == "value" and wire.plain_equal(value, want)
+                  for (kind, value), (_, want) in zip(call.outputs, cases)]
+    flags = set() if call.status == "ok" else {call.status}
+    if any(outcome == ("error", "NotPlainValue") for outcome in call.outputs):
+        flags.add("non_plain_output")
+    return GradeResult(passed, bool(cases) and all(passed), call.status, frozenset(flags))
