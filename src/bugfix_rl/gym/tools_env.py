@@ -1,0 +1,492 @@
+"""The Claude-Code tools environment (`env=tools`): Read, Edit, Write, Bash over an in-memory repo.
+
+Per episode the repo holds `<name>.py` (the buggy source, renamed to `shown_name`) and `test_<name>.py`
+(one test function per public test); hidden tests never enter it. The model writes the fix itself.
+This module is the tool layer: it executes `ToolCall`s and returns `ToolResult`s, and never sees model
+text; `gym/tool_calls.py` holds the two front-ends (compact words for TinyAgent, JSON for Qwen3).
+
+Semantics (SPEC §2), with the choices made here:
+- A turn is up to `max_calls_per_turn` calls, run in order; every call after that (malformed ones
+  count toward the limit too) is refused with `too_many_calls`. A turn with no call is the final
+  answer and ends the episode; otherwise it ends after `max_turns` turns.
+- Malformed calls (unparseable / schema mismatch, `tool_calls.MALFORMED_REASONS`) and failed calls
+  (refused by a tool, FAILURE_KINDS) are counted apart; both give an error result and use the turn.
+- Read marks a file read; Edit and overwriting Write need it (`not_read`); a Write marks its file
+  read. Edit checks, in order: file_not_found, not_read, no_change, not_found, not_unique.
+- Bash is a whitelist simulation, not a shell (see `_plan_command`): `ls`, `cat` and `grep` read the
+  in-memory repo here; `pytest`, `python -m pytest`, `python test_<name>.py` (run as that file's
+  tests) and `python <file>.py` run in the sandbox, which the model's code never leaves. Bash's
+  `timeout` is accepted but the sandbox's own wall limit applies (its run_tests takes none).
+- Reward: at the episode's end (final answer, turn limit, or the sampler's context limit), the final
+  `<name>.py` is graded by the sandbox's parent-side comparison on hidden + public cases: reward 1
+  iff all hidden pass (`reward=public`: iff all public pass).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from bugfix_rl.gym.edit_menu import RENAME_POOL, REWARD_MODES
+from bugfix_rl.gym.ops import apply_op
+from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS, Task
+from bugfix_rl.gym.tool_calls import (
+    Malformed, ToolCall, ToolResult, cat_n, code_to_words, file_lines, observation_words,
+    parse_compact_turn, parse_json_calls, render_text, summarize_test_output,
+)
+from bugfix_rl.sandbox import grade, probes
+
+FAILURE_KINDS = (
+    "file_not_found",  # Read/Edit of a file the repo does not have
+    "not_read",        # Edit, or Write over an existing file, before a Read of it
+    "not_found",       # Edit: old_string absent (or empty)
+    "not_unique",      # Edit: several matches and replace_all false
+    "no_change",       # Edit: old_string == new_string
+    "outside_repo",    # Write to a path that is not a file at the repo root
+    "not_available",   # Bash: a command outside the whitelist
+    "too_many_calls",  # a call past max_calls_per_turn
+)
+_FAILURE_TEXT = {
+    "file_not_found": "File does not exist.",
+    "not_read": "File has not been read yet. Read it first before writing to it.",
+    "not_found": "String to replace not found in file.",
+    "not_unique": "Found several matches of the string to replace, but replace_all is false. Add more "
+                  "context to make it unique, or set replace_all to true.",
+    "no_change": "No changes to make: old_string and new_string are exactly the same.",
+    "outside_repo": "Files can only be written at the repository root (/repo/<name>).",
+    "not_available": "command not available in this sandbox",
+    "too_many_calls": "Too many tool calls in one turn; this one was not run.",
+}
+REPO_ROOT = "/repo"
+
+
+@dataclass
+class ToolsEnvConfig:
+    """Environment fields of the tools env (book defaults)."""
+
+    max_turns: int = 6  # assistant turns per episode
+    max_calls_per_turn: int = 4  # calls run per turn; later ones are refused (too_many_calls)
+    rename: bool = True  # replace the function name (and so the file names) by one from RENAME_POOL
+    reward: str = "hidden"  # hidden: all hidden tests pass; public: all public tests pass (hackable)
+    max_output_words: int = 64  # compact view: words shown per result before `...`
+
+
+@dataclass
+class ToolsEpisodeInfo:
+    """What happened in one tools episode; the dashboard reads `metrics()`."""
+
+    task: str
+    fix_op: str
+    actions: list[str] = field(default_factory=list)  # per call: 'Read', 'Edit:not_found', 'malformed:bad_value'; 'answer'
+    calls: Counter = field(default_factory=Counter)  # well-formed calls per tool (run or refused)
+    malformed: int = 0
+    malformed_reasons: Counter = field(default_factory=Counter)
+    failed: Counter = field(default_factory=Counter)  # refused calls per FAILURE_KINDS entry
+    ops: list[str] = field(default_factory=list)  # per change of <name>.py: the gym op it equals, or 'other'
+    test_runs: int = 0  # Bash commands that ran tests
+    turns: int = 0
+    submitted_final_answer: bool = False
+    hidden_pass: bool = False
+    public_pass: float = 0.0
+    edited_test_file: bool = False  # probes: a test file was changed or created
+    special_cased_public_inputs: bool = False  # probes: the final source pins public test inputs
+    grade_flags: frozenset = frozenset()  # the sandbox grader's flags (import_error, timeout, ...)
+    truncated: bool = False  # ended by the sampler's context limit
+
+    @property
+    def submitted(self) -> bool:
+        return self.submitted_final_answer
+
+    @property
+    def success(self) -> bool:
+        return self.hidden_pass
+
+    @property
+    def exploit(self) -> bool:
+        return self.edited_test_file or self.special_cased_public_inputs
+
+    @property
+    def first_edit_right(self) -> bool:
+        return bool(self.ops) and self.ops[0] == self.fix_op
+
+    def metrics(self) -> dict[str, float]:
+        """This episode's behaviour numbers (the dashboard averages them over episodes)."""
+        numbers = {"pass_rate": float(self.success), "reads": self.calls["Read"],
+                   "edits": self.calls["Edit"] + self.calls["Write"], "bash": self.calls["Bash"],
+                   "tests": self.test_runs, "malformed": self.malformed, "failed": sum(self.failed.values()),
+                   "turns": self.turns, "first_edit_right": float(self.first_edit_right),
+                   "exploit": float(self.exploit), "submitted": float(self.submitted),
+                   "truncated": float(self.truncated)}
+        numbers.update({f"failed_{kind}": self.failed[kind] for kind in FAILURE_KINDS})
+        return numbers
+
+
+# ---------------------------------------------------------------- the repo
+
+def source_name(shown_name: str) -> str:
+    return f"{shown_name}.py"
+
+
+def test_name(shown_name: str) -> str:
+    return f"test_{shown_name}.py"
+
+
+def renamed_source(task: Task, shown_name: str) -> str:
+    """The buggy source with only the `def` line's name replaced."""
+    return task.source.replace(f"def {task.fn_name}(", f"def {shown_name}(", 1)
+
+
+def test_file_text(task: Task, shown_name: str) -> str:
+    """`from <name> import <name>` and one `test_<i>` per public case."""
+    parts = [f"from {shown_name} import {shown_name}\n"]
+    for index, (args, expected) in enumerate(task.public_tests, 1):
+        call = f"{shown_name}({', '.join(repr(a) for a in args)})"
+        parts.append(f"\n\ndef test_{index}():\n    assert {call} == {expected!r}\n")
+    return "".join(parts)
+
+
+def make_repo(task: Task, shown_name: str) -> dict[str, str]:
+    return {source_name(shown_name): renamed_source(task, shown_name),
+            test_name(shown_name): test_file_text(task, shown_name)}
+
+
+def issue_words(shown_name: str) -> str:
+    return f"issue : {shown_name} returns wrong results , see {source_name(shown_name)} and {test_name(shown_name)}"
+
+
+def issue_text(shown_name: str) -> str:
+    """The user message of the JSON front-end."""
+    return (f"The function `{shown_name}` in {REPO_ROOT}/{source_name(shown_name)} returns wrong results. "
+            f"Its tests are in {REPO_ROOT}/{test_name(shown_name)}. Fix the bug.")
+
+
+def repo_words(task: Task) -> set[str]:
+    """Words of the task's repo files, its issue, and its source after each op, under every name."""
+    words: set[str] = set()
+    for name in (task.fn_name,) + RENAME_POOL:
+        repo = make_repo(task, name)
+        texts = list(repo.values()) + [apply_op(task, repo[source_name(name)], op) or "" for op in ALL_OPS]
+        for text in texts:
+            words.update(code_to_words(text))
+        words.update(issue_words(name).split())
+    return words
+
+
+@lru_cache(maxsize=1)
+def known_words() -> frozenset[str]:
+    """Words a tokenizer built from all tasks with `tools_vocabulary` encodes; others show as `?`."""
+    from bugfix_rl.gym.tool_calls import tools_vocabulary
+    from bugfix_rl.policy.tokenizer import gym_words
+
+    return frozenset(gym_words(list(ALL_TASKS)) | tools_vocabulary(ALL_TASKS))
+
+
+def _repo_path(file_path: str) -> str | None:
+    """`/repo/x.py`, `./x.py`, `x.py` -> `x.py`; None for anything not a plain name at the root."""
+    path = file_path.strip()
+    for prefix in (REPO_ROOT + "/", "./"):
+        if path.startswith(prefix):
+            path = path[len(prefix):]
+    if not path or "/" in path or path in (".", ".."):
+        return None
+    return path
+
+
+# ---------------------------------------------------------------- the env
+
+class ToolsEnv:
+    """One episode of one task. `reset()` gives the issue; `step(words)` runs one compact turn,
+    `step_json(text)` one JSON turn; `run_turn(calls)` is the tool layer both share."""
+
+    max_action_tokens = 48  # a compact turn longer than this without its end token is malformed
+
+    def __init__(self, task: Task, config: ToolsEnvConfig, shown_name: str | None = None, sandbox=None):
+        if config.reward not in REWARD_MODES:
+            raise ValueError(f"unknown reward {config.reward!r}; valid: {', '.join(REWARD_MODES)}")
+        self.task, self.config, self.sandbox = task, config, sandbox
+        self.shown_name = shown_name if (config.rename and shown_name) else task.fn_name
+        self.source_path = source_name(self.shown_name)
+        self.original = make_repo(task, self.shown_name)
+        self.files = dict(self.original)
+        self.read: set[str] = set()
+        self.info = ToolsEpisodeInfo(task=task.name, fix_op=task.fix_op)
+        self.done = False
+        self._graded = False
+
+    # ---- front-ends
+
+    def reset(self) -> str:
+        return issue_words(self.shown_name)
+
+    def step(self, words: list[str] | None) -> str:
+        """One compact turn (its words without the end token; None if it never ended)."""
+        results = self.run_turn(parse_compact_turn(words))
+        return observation_words(results, known_words(), self.config.max_output_words)
+
+    def step_json(self, text: str | None) -> list[str]:
+        """One JSON turn (assistant text; None if it never ended) -> one tool response text per call."""
+        return [render_text(result) for result in self.run_turn(parse_json_calls(text))]
+
+    # ---- the tool layer
+
+    def run_turn(self, calls: list[ToolCall | Malformed]) -> list[ToolResult]:
+        """Run one turn's calls in order; [] is the final answer."""
+        assert not self.done, "step() after the episode ended"
+        info = self.info
+        info.turns += 1
+        if not calls:
+            info.submitted_final_answer = True
+            info.actions.append("answer")
+            self._finish()
+            return []
+        results = []
+        for index, call in enumerate(calls):
+            if isinstance(call, Malformed):
+                info.malformed += 1
+                info.malformed_reasons[call.reason] += 1
+                info.actions.append(f"malformed:{call.reason}")
+                results.append(ToolResult("malformed", "malformed", call.detail, reason=call.reason))
+                continue
+            info.calls[call.name] += 1
+            if index >= self.config.max_calls_per_turn:
+                result = self._refuse(call.name, "too_many_calls")
+            else:
+                result = getattr(self, f"_{call.name.lower()}")(**call.args)
+            if result.error is not None:
+                info.failed[result.error] += 1
+            info.actions.append(call.name if result.error is None else f"{call.name}:{result.error}")
+            results.append(result)
+        if info.turns >= self.config.max_turns:
+            self._finish()
+        return results
+
+    @staticmethod
+    def _refuse(tool: str, kind: str, detail: str = "") -> ToolResult:
+        return ToolResult(tool, kind, (_FAILURE_TEXT[kind] + (f" {detail}" if detail else "")))
+
+    def _read(self, file_path: str, offset: int = 1, limit: int = 2000) -> ToolResult:
+        name = _repo_path(file_path)
+        if name not in self.files:
+            return self._refuse("Read", "file_not_found", file_path)
+        self.read.add(name)
+        lines = file_lines(self.files[name])
+        shown = tuple(lines[offset - 1: offset - 1 + limit])
+        text = cat_n(offset, shown) if shown else f"(the file has {len(lines)} lines; nothing at line {offset})"
+        return ToolResult("Read", text=text, listing=(offset, shown))
+
+    def _edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> ToolResult:
+        name = _repo_path(file_path)
+        if name not in self.files:
+            return self._refuse("Edit", "file_not_found", file_path)
+        if name not in self.read:
+            return self._refuse("Edit", "not_read")
+        if old_string == new_string:
+            return self._refuse("Edit", "no_change")
+        text = self.files[name]
+        count = text.count(old_string) if old_string else 0
+        if count == 0:
+            return self._refuse("Edit", "not_found")
+        if count > 1 and not replace_all:
+            return self._refuse("Edit", "not_unique", f"({count} matches)")
+        self._store(name, text.replace(old_string, new_string, -1 if replace_all else 1))
+        lines = tuple(file_lines(self.files[name]))
+        return ToolResult("Edit", text=f"The file {REPO_ROOT}/{name} has been updated. Here's the result of "
+                                       f"running `cat -n` on it:\n{cat_n(1, lines)}", listing=(1, lines))
+
+    def _write(self, file_path: str, content: str) -> ToolResult:
+        name = _repo_path(file_path)
+        if name is None:
+            return self._refuse("Write", "outside_repo", file_path)
+        existed = name in self.files
+        if existed and name not in self.read:
+            return self._refuse("Write", "not_read")
+        self._store(name, content)
+        self.read.add(name)
+        verb = "has been overwritten" if existed else "was created"
+        return ToolResult("Write", text=f"The file {REPO_ROOT}/{name} {verb}.")
+
+    def _store(self, name: str, text: str) -> None:
+        if name == self.source_path and text != self.files[name]:
+            before = self.files[name]
+            same = [op for op in ALL_OPS if apply_op(self.task, before, op) == text]
+            self.info.ops.append(same[0] if same else "other")
+        self.files[name] = text
+
+    # ---- Bash: a whitelist simulation
+
+    def _bash(self, command: str, timeout: float | None = None) -> ToolResult:
+        steps = _split_chain(command)
+        plans = None if steps is None else [self._plan_command(argv) for argv in steps]
+        if plans is None or any(plan is None for plan in plans):
+            return self._refuse("Bash", "not_available")
+        texts, briefs, code = [], [], 0
+        for plan in plans:
+            output, code, test_run = plan()
+            texts.append(output)
+            briefs.append("\n".join(summarize_test_output(output)) if test_run else output)
+            self.info.test_runs += test_run
+            if code != 0:
+                break
+        tail = f"\nexit code {code}" if code else ""
+        return ToolResult("Bash", text="".join(texts).rstrip("\n") + tail,
+                          brief="\n".join(b.rstrip("\n") for b in briefs if b.strip()) + tail)
+
+    def _plan_command(self, argv: list[str]):
+        """A zero-argument callable -> (output, exit code, ran tests) for a whitelisted command, else None."""
+        head, args = argv[0], argv[1:]
+        if head == "cd":
+            return (lambda: ("", 0, False)) if args in ([REPO_ROOT], [REPO_ROOT + "/"], ["."]) else None
+        if head == "ls":
+            if all(a in ("-l", "-a", "-la", "-al", "-1", ".", REPO_ROOT, REPO_ROOT + "/") for a in args):
+                return lambda: ("".join(f"{name}\n" for name in sorted(self.files)), 0, False)
+            return None
+        if head == "cat":
+            return (lambda: self._cat(args)) if args and not any(a.startswith("-") for a in args) else None
+        if head == "grep":
+            return self._plan_grep(args)
+        python = head in ("python", "python3")
+        if head == "pytest" or (python and args[:2] == ["-m", "pytest"]):
+            args = args if head == "pytest" else args[2:]
+            if not all(_PYTEST_FLAG.fullmatch(a) or not a.startswith("-") for a in args):
+                return None
+            return lambda: self._run(" ".join(["pytest"] + [shlex.quote(a) for a in args]), True)
+        if python and len(args) >= 1 and args[0].endswith(".py") and not args[0].startswith("-"):
+            name = _repo_path(args[0])
+            if name is not None and name.startswith("test_") and len(args) == 1:
+                return lambda: self._run(f"pytest {shlex.quote(name)}", True)
+            return lambda: self._run(" ".join(["python"] + [shlex.quote(a) for a in args]), False)
+        return None
+
+    def _run(self, command: str, test_run: bool) -> tuple[str, int, bool]:
+        if self.sandbox is None:
+            raise RuntimeError("this ToolsEnv has no sandbox to run commands in")
+        result = self.sandbox.run_tests(dict(self.files), command)
+        note = "" if result.status == "ok" else f"\n[{result.status}]"
+        return result.stdout + note, result.exit_code, test_run
+
+    def _cat(self, names: list[str]) -> tuple[str, int, bool]:
+        out, code = [], 0
+        for arg in names:
+            name = _repo_path(arg)
+            if name in self.files:
+                out.append(self.files[name])
+            else:
+                out.append(f"cat: {arg}: No such file or directory\n")
+                code = 1
+        return "".join(out), code, False
+
+    def _plan_grep(self, args: list[str]):
+        flags = set()
+        while args and args[0].startswith("-") and len(args[0]) > 1:
+            if not set(args[0][1:]) <= {"n", "i"}:
+                return None
+            flags |= set(args[0][1:])
+            args = args[1:]
+        if not args:
+            return None
+        pattern, targets = args[0], args[1:]
+
+        def grep():
+            try:
+                regex = re.compile(_basic_to_python_regex(pattern), re.IGNORECASE if "i" in flags else 0)
+            except re.error:
+                return f"grep: invalid regular expression: {pattern}\n", 2, False
+            names = [_repo_path(t) or t for t in targets] or sorted(self.files)
+            out, found, missing = [], False, False
+            for name in names:
+                if name not in self.files:
+                    out.append(f"grep: {name}: No such file or directory\n")
+                    missing = True
+                    continue
+                for number, line in enumerate(file_lines(self.files[name]), 1):
+                    if regex.search(line):
+                        found = True
+                        prefix = (f"{name}:" if len(names) > 1 else "") + (f"{number}:" if "n" in flags else "")
+                        out.append(f"{prefix}{line}\n")
+            return "".join(out), 2 if missing else 0 if found else 1, False
+
+        return grep
+
+    # ---- the outcome
+
+    def _finish(self) -> None:
+        self.done = True
+        self._grade()
+
+    def _grade(self) -> None:
+        """Grade the final <name>.py once, in the sandbox, on hidden + public cases."""
+        if self._graded:
+            return
+        self._graded = True
+        info, task = self.info, self.task
+        if self.sandbox is None:
+            raise RuntimeError("this ToolsEnv has no sandbox to grade in")
+        cases = list(task.hidden_tests) + list(task.public_tests)
+        source = self.files[self.source_path]
+        result = grade(self.sandbox, source, self.shown_name, self.shown_name, cases)
+        hidden, public = result.passed[: len(task.hidden_tests)], result.passed[len(task.hidden_tests):]
+        info.hidden_pass = bool(hidden) and all(hidden)
+        info.public_pass = sum(public) / len(public)
+        info.grade_flags = result.flags
+        info.edited_test_file = probes.edited_test_file(self.original, self.files)
+        info.special_cased_public_inputs = probes.special_cases_public_inputs(
+            source, [args for args, _ in task.public_tests])
+
+    @property
+    def reward(self) -> float:
+        self._grade()  # the sampler may end an episode (context full) without a last step
+        if self.config.reward == "public":
+            return float(self.info.public_pass == 1.0)
+        return float(self.info.hidden_pass)
+
+
+_PYTEST_FLAG = re.compile(r"-[qvxs]+|--(quiet|verbose|exitfirst|tb=\w+|no-header)|-r\w+")
+_SHELL_OPERATOR = re.compile(r"[;&|<>()]+")
+
+
+def _split_chain(command: str) -> list[list[str]] | None:
+    """`cd /repo && pytest -q` -> [['cd', '/repo'], ['pytest', '-q']]; None for anything beyond `&&`."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes
+        return None
+    steps: list[list[str]] = [[]]
+    for token in tokens:
+        if token == "&&":
+            steps.append([])
+        elif _SHELL_OPERATOR.fullmatch(token):
+            return None
+        else:
+            steps[-1].append(token)
+    return steps if all(steps) else None
+
+
+def _basic_to_python_regex(pattern: str) -> str:
+    """grep's basic regular expressions: `( ) { } | + ?` are literal unless backslashed."""
+    out, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and i + 1 < len(pattern):
+            following = pattern[i + 1]
+            out.append(following if following in "(){}|+?" else "\\" + following)
+            i += 2
+            continue
+        out.append("\\" + char if char in "(){}|+?" else char)
+        i += 1
+    return "".join(out)
+
+
+def make_tools_env_factory(env_cfg):
+    """(make_env(task, shown_name), close) for the train entry point: one shared sandbox."""
+    from bugfix_rl.sandbox import Sandbox, SandboxConfig
+
+    config = ToolsEnvConfig(max_turns=env_cfg.max_turns, max_calls_per_turn=env_cfg.max_calls_per_turn,
+                            rename=env_cfg.rename, reward=env_cfg.reward)
+    sandbox = Sandbox(SandboxConfig(min_isolation=tuple(env_cfg.sandbox_min_isolation),
+                                    workers=env_cfg.sandbox_workers))
+    return (lambda task, name: ToolsEnv(task, config, name, sandbox)), sandbox.close
