@@ -407,7 +407,7 @@ _RULE = re.compile(r"^[=_!\-]{3,} ?(.*?) ?[=_!\-]{3,}$")
 _TIMING = re.compile(r" in \d+\.\d+s$")
 
 
-def summarize_test_output(output: str) -> list[str]:
+def summarize_test_output(output: str) -> str:
     """A pytest-style report reduced to its `E` lines, `ERROR:` lines and the summary (no timing)."""
     kept, summary = [], ""
     for line in output.split("\n"):
@@ -419,7 +419,14 @@ def summarize_test_output(output: str) -> list[str]:
             kept.append(stripped)
         elif rule and rule.group(1):
             summary = _TIMING.sub("", rule.group(1))
-    return [line for line in kept if line] + ([summary] if summary else [])
+    return "\n".join([line for line in kept if line] + ([summary] if summary else []))
+
+
+def summarize_script_output(output: str) -> str:
+    """A script's output with any traceback reduced to its last line (`ZeroDivisionError: ...`)."""
+    head, traceback = output.split("Traceback (most recent call last):", 1) if "Traceback (" in output else (output, "")
+    lines = [line for line in traceback.split("\n") if line.strip()]
+    return head.rstrip("\n") + ("\n" + lines[-1].strip() if lines else "")
 
 
 def result_words(result: ToolResult, max_words: int) -> list[str]:
@@ -462,7 +469,8 @@ _OUTPUT_WORDS = (
     "file or directory not found Interrupted during collection Traceback most recent call last File line "
     "in module SyntaxError IndentationError NameError TypeError ZeroDivisionError AssertionError "
     "ValueError IndexError invalid syntax integer division by zero modulo is not defined name expected "
-    "an indented block unexpected indent object ' \" "
+    "an indented block unexpected indent object ' \" print len abs sum int str list dict set tuple sorted "
+    "enumerate zip isinstance float bool "
 ).split()
 
 

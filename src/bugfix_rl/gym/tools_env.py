@@ -35,7 +35,7 @@ from bugfix_rl.gym.ops import apply_op
 from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS, Task
 from bugfix_rl.gym.tool_calls import (
     Malformed, ToolCall, ToolResult, cat_n, code_to_words, file_lines, observation_words,
-    parse_compact_turn, parse_json_calls, render_text, summarize_test_output,
+    parse_compact_turn, parse_json_calls, render_text, summarize_script_output, summarize_test_output,
 )
 from bugfix_rl.sandbox import grade, probes
 
@@ -306,7 +306,7 @@ class ToolsEnv:
         self._store(name, content)
         self.read.add(name)
         verb = "has been overwritten" if existed else "was created"
-        return ToolResult("Write", text=f"The file {REPO_ROOT}/{name} {verb}.")
+        return ToolResult("Write", text=f"The file {REPO_ROOT}/{name} {verb}.", brief="")
 
     def _store(self, name: str, text: str) -> None:
         if name == self.source_path and text != self.files[name]:
@@ -324,10 +324,9 @@ class ToolsEnv:
             return self._refuse("Bash", "not_available")
         texts, briefs, code = [], [], 0
         for plan in plans:
-            output, code, test_run = plan()
+            output, code, brief = plan()
             texts.append(output)
-            briefs.append("\n".join(summarize_test_output(output)) if test_run else output)
-            self.info.test_runs += test_run
+            briefs.append(brief)
             if code != 0:
                 break
         tail = f"\nexit code {code}" if code else ""
@@ -335,13 +334,14 @@ class ToolsEnv:
                           brief="\n".join(b.rstrip("\n") for b in briefs if b.strip()) + tail)
 
     def _plan_command(self, argv: list[str]):
-        """A zero-argument callable -> (output, exit code, ran tests) for a whitelisted command, else None."""
+        """A zero-argument callable -> (output, exit code, compact brief) for a whitelisted command,
+        else None."""
         head, args = argv[0], argv[1:]
         if head == "cd":
-            return (lambda: ("", 0, False)) if args in ([REPO_ROOT], [REPO_ROOT + "/"], ["."]) else None
+            return (lambda: ("", 0, "")) if args in ([REPO_ROOT], [REPO_ROOT + "/"], ["."]) else None
         if head == "ls":
             if all(a in ("-l", "-a", "-la", "-al", "-1", ".", REPO_ROOT, REPO_ROOT + "/") for a in args):
-                return lambda: ("".join(f"{name}\n" for name in sorted(self.files)), 0, False)
+                return lambda: _same("".join(f"{name}\n" for name in sorted(self.files)), 0)
             return None
         if head == "cat":
             return (lambda: self._cat(args)) if args and not any(a.startswith("-") for a in args) else None
@@ -360,14 +360,16 @@ class ToolsEnv:
             return lambda: self._run(" ".join(["python"] + [shlex.quote(a) for a in args]), False)
         return None
 
-    def _run(self, command: str, test_run: bool) -> tuple[str, int, bool]:
+    def _run(self, command: str, test_run: bool) -> tuple[str, int, str]:
         if self.sandbox is None:
             raise RuntimeError("this ToolsEnv has no sandbox to run commands in")
         result = self.sandbox.run_tests(dict(self.files), command)
-        note = "" if result.status == "ok" else f"\n[{result.status}]"
-        return result.stdout + note, result.exit_code, test_run
+        self.info.test_runs += test_run
+        output = result.stdout + ("" if result.status == "ok" else f"\n[{result.status}]")
+        brief = summarize_test_output(output) if test_run else summarize_script_output(output)
+        return output, result.exit_code, brief
 
-    def _cat(self, names: list[str]) -> tuple[str, int, bool]:
+    def _cat(self, names: list[str]) -> tuple[str, int, str]:
         out, code = [], 0
         for arg in names:
             name = _repo_path(arg)
@@ -376,7 +378,7 @@ class ToolsEnv:
             else:
                 out.append(f"cat: {arg}: No such file or directory\n")
                 code = 1
-        return "".join(out), code, False
+        return _same("".join(out), code)
 
     def _plan_grep(self, args: list[str]):
         flags = set()
@@ -393,7 +395,7 @@ class ToolsEnv:
             try:
                 regex = re.compile(_basic_to_python_regex(pattern), re.IGNORECASE if "i" in flags else 0)
             except re.error:
-                return f"grep: invalid regular expression: {pattern}\n", 2, False
+                return _same(f"grep: invalid regular expression: {pattern}\n", 2)
             names = [_repo_path(t) or t for t in targets] or sorted(self.files)
             out, found, missing = [], False, False
             for name in names:
@@ -406,7 +408,7 @@ class ToolsEnv:
                         found = True
                         prefix = (f"{name}:" if len(names) > 1 else "") + (f"{number}:" if "n" in flags else "")
                         out.append(f"{prefix}{line}\n")
-            return "".join(out), 2 if missing else 0 if found else 1, False
+            return _same("".join(out), 2 if missing else 0 if found else 1)
 
         return grep
 
@@ -420,10 +422,10 @@ class ToolsEnv:
         """Grade the final <name>.py once, in the sandbox, on hidden + public cases."""
         if self._graded:
             return
-        self._graded = True
-        info, task = self.info, self.task
         if self.sandbox is None:
             raise RuntimeError("this ToolsEnv has no sandbox to grade in")
+        self._graded = True
+        info, task = self.info, self.task
         cases = list(task.hidden_tests) + list(task.public_tests)
         source = self.files[self.source_path]
         result = grade(self.sandbox, source, self.shown_name, self.shown_name, cases)
@@ -441,6 +443,10 @@ class ToolsEnv:
         if self.config.reward == "public":
             return float(self.info.public_pass == 1.0)
         return float(self.info.hidden_pass)
+
+
+def _same(output: str, code: int) -> tuple[str, int, str]:
+    return output, code, output
 
 
 _PYTEST_FLAG = re.compile(r"-[qvxs]+|--(quiet|verbose|exitfirst|tb=\w+|no-header)|-r\w+")
