@@ -13,7 +13,7 @@ from bugfix_rl.gym.tools_env import (
     FAILURE_KINDS, ToolsEnv, ToolsEnvConfig, ToolsEpisodeInfo, make_repo, make_tools_env_factory,
 )
 from bugfix_rl.policy.scripted_tools import RandomWordsPolicy, ToolsOraclePolicy, edit_words
-from bugfix_rl.policy.tokenizer import build_tokenizer
+from bugfix_rl.policy.tokenizer import SPECIALS, build_tokenizer
 from bugfix_rl.rollout.sampler import scripted_episode
 
 TASK = task_by_name("compare/under_cap")  # def under_cap(load, cap): return load < cap
@@ -46,6 +46,10 @@ def step(env, turn: str) -> str:
     return env.step(turn.split())
 
 
+def bash_call(command: str) -> str:
+    return f"<tool_call>{json.dumps({'name': 'Bash', 'arguments': {'command': command}})}</tool_call>"
+
+
 # ---------------------------------------------------------------- the repo
 
 def test_repo_has_renamed_source_and_one_test_per_public_case():
@@ -73,22 +77,24 @@ def test_hidden_cases_never_enter_the_repo():
 
 def test_read_cat_n_and_line_window():
     env = make_env()
-    assert env.step_json('<tool_call>{"name": "Read", "arguments": {"file_path": "/repo/pin.py"}}</tool_call>') == [
-        "     1\tdef pin(load, cap):\n     2\t    return load < cap"]
-    assert step(env, "Read test_pin.py offset 4 limit 2") == "4 def test_1 ( ) : <nl> 5 <indent> assert pin ( 14 , 30 ) == True"
+    call = '<tool_call>{"name": "Read", "arguments": {"file_path": "/repo/pin.py"}}</tool_call>'
+    assert env.step_json(call) == ["     1\tdef pin(load, cap):\n     2\t    return load < cap"]
+    assert step(env, "Read test_pin.py offset 4 limit 2") == (
+        "4 def test_1 ( ) : <nl> 5 <indent> assert pin ( 14 , 30 ) == True")
     assert step(env, "Read pin.py offset 9") == "empty"
     assert env.read == {"pin.py", "test_pin.py"}
 
 
 def test_edit_applies_an_exact_replacement_and_shows_the_file():
     env = make_env()
-    observation = step(env, "Read pin.py ; Edit pin.py old <indent> return load < cap new <indent> return load <= cap")
+    observation = step(env, "Read pin.py ; Edit pin.py old <indent> return load < cap "
+                            "new <indent> return load <= cap")
     assert observation.endswith("; 1 def pin ( load , cap ) : <nl> 2 <indent> return load <= cap")
     assert env.files["pin.py"] == "def pin(load, cap):\n    return load <= cap\n"
     assert env.info.ops == ["fix_comparison"] and env.info.first_edit_right
 
 
-@pytest.mark.parametrize("turn, kind", [
+FAILURE_CASES = [
     ("Read nope.py", "file_not_found"),
     ("Read /etc/passwd", "file_not_found"),
     ("Edit nope.py old a new b", "file_not_found"),
@@ -106,8 +112,13 @@ def test_edit_applies_an_exact_replacement_and_shows_the_file():
     ("Bash python -c 1", "not_available"),
     ("Bash pytest -k x", "not_available"),
     ("Bash grep -r load", "not_available"),
+    ("Bash pytest ../other/test_x.py", "not_available"),
+    ("Bash python /tmp/x.py", "not_available"),
     ("Read pin.py ; Read pin.py ; Read pin.py ; Read pin.py ; Read pin.py", "too_many_calls"),
-])
+]
+
+
+@pytest.mark.parametrize("turn, kind", FAILURE_CASES)
 def test_each_failure_kind(turn, kind):
     env = make_env()
     observation = step(env, turn)
@@ -119,13 +130,11 @@ def test_each_failure_kind(turn, kind):
                                      "cat 'pin.py", "", "ls &&"])
 def test_json_bash_refuses_shell_syntax(command):
     env = make_env()
-    call = json.dumps({"name": "Bash", "arguments": {"command": command}})
-    assert env.step_json(f"<tool_call>{call}</tool_call>") == ["Error: command not available in this sandbox"]
+    assert env.step_json(bash_call(command)) == ["Error: command not available in this sandbox"]
 
 
 def test_every_failure_kind_is_covered():
-    kinds = {kind for _, kind in test_each_failure_kind.pytestmark[0].args[1]}
-    assert kinds == set(FAILURE_KINDS)
+    assert {kind for _, kind in FAILURE_CASES} == set(FAILURE_KINDS)
 
 
 def test_replace_all_and_write_then_edit_without_read():
@@ -143,9 +152,9 @@ def test_ls_cat_grep_read_the_in_memory_repo():
     assert step(env, "Bash cat pin.py") == "def pin ( load , cap ) : <nl> <indent> return load < cap"
     assert step(env, "Bash grep -n return pin.py") == "2 : return load < cap"
     assert step(env, "Bash grep -i PIN ( test_pin.py").startswith("error")  # `(` unquoted: a shell operator
-    (text,) = env.step_json('<tool_call>{"name": "Bash", "arguments": {"command": "grep -n \\"pin(30\\""}}</tool_call>')
+    (text,) = env.step_json(bash_call('grep -n "pin(30"'))
     assert text == "test_pin.py:9:    assert pin(30, 30) == True"
-    (text,) = env.step_json('<tool_call>{"name": "Bash", "arguments": {"command": "cat nope.py"}}</tool_call>')
+    (text,) = env.step_json(bash_call("cat nope.py"))
     assert text == "cat: nope.py: No such file or directory\nexit code 1"
     assert env.info.failed == {"not_available": 1}
 
@@ -179,15 +188,17 @@ def test_turn_limit_and_metrics_without_a_sandbox_raise_only_at_grading():
 
 def test_bash_runs_tests_and_scripts_in_the_sandbox(sandbox):
     env = make_env(sandbox)
-    assert step(env, "Bash pytest") == "assert False == True <nl> + where False = pin ( 30 , 30 ) <nl> 1 failed , 2 passed <nl> exit code 1"
+    assert step(env, "Bash pytest") == ("assert False == True <nl> + where False = pin ( 30 , 30 ) <nl> "
+                                        "1 failed , 2 passed <nl> exit code 1")
     assert step(env, "Bash python test_pin.py").endswith("1 failed , 2 passed <nl> exit code 1")
     assert step(env, "Bash pytest nope.py").startswith("ERROR : file or directory not found")
+    assert step(env, "Bash pytest -q /repo/test_pin.py::test_1") == "1 passed"
     assert step(env, "Write run.py content print ( 1 // 0 ) ; Bash python run.py") == (
         "ok ; ZeroDivisionError : integer division or modulo by zero <nl> exit code 1")
-    (text,) = env.step_json('<tool_call>{"name": "Bash", "arguments": {"command": "python -m pytest -q", '
-                            '"timeout": 2000}}</tool_call>')
+    call = {"name": "Bash", "arguments": {"command": "python -m pytest -q", "timeout": 2000}}
+    (text,) = env.step_json(f"<tool_call>{json.dumps(call)}</tool_call>")
     assert "FAILED test_pin.py::test_2" in text and text.endswith("exit code 1")
-    assert env.info.test_runs == 4 and env.info.calls["Bash"] == 5
+    assert env.info.test_runs == 5 and env.info.calls["Bash"] == 6
 
 
 def test_oracle_solves_every_task_through_the_tools(sandbox, tokenizer):
@@ -226,7 +237,7 @@ def test_episode_ends_after_max_turns_and_truncation_still_grades(sandbox):
 
 def test_random_word_turns_give_only_error_observations(sandbox, tokenizer):
     rng = random.Random(0)
-    words = [w for w in tokenizer.words if not w.startswith("<") or w in ("<nl>", "<indent>")]
+    words = [w for w in tokenizer.words if w not in SPECIALS]
     policy = RandomWordsPolicy(rng, words)
     env, turns, episodes = make_env(sandbox), 0, []
     while turns < 200:
@@ -251,10 +262,11 @@ def test_random_word_turns_give_only_error_observations(sandbox, tokenizer):
 def test_hidden_cases_never_appear_in_observations(sandbox, tokenizer):
     for task in ALL_TASKS:
         env = ToolsEnv(task, ToolsEnvConfig(), "pin", sandbox)
+        calls = [("Read", "file_path", "pin.py"), ("Read", "file_path", "test_pin.py"),
+                 ("Bash", "command", "pytest -v"), ("Bash", "command", "cat pin.py test_pin.py")]
         texts = env.step_json("".join(
-            f'<tool_call>{{"name": "{name}", "arguments": {{"{key}": "{value}"}}}}</tool_call>' for name, key, value in
-            [("Read", "file_path", "pin.py"), ("Read", "file_path", "test_pin.py"),
-             ("Bash", "command", "pytest -v"), ("Bash", "command", "cat pin.py test_pin.py")]))
+            f"<tool_call>{json.dumps({'name': name, 'arguments': {key: value}})}</tool_call>"
+            for name, key, value in calls))
         texts.append(env.step(["Bash", "pytest"]))
         public_args = {repr(args) for args, _ in task.public_tests}
         for args, _ in task.hidden_tests:
@@ -270,7 +282,8 @@ def test_hardcoding_public_inputs_passes_public_tests_only(sandbox, reward, expe
         env = ToolsEnv(task, ToolsEnvConfig(reward=reward), "pin", sandbox)
         source = env.files["pin.py"]
         step(env, "Read pin.py")
-        assert not step(env, " ".join(edit_words("pin.py", source, hardcode_tests(source, task.public_tests)))).startswith("error")
+        edit = edit_words("pin.py", source, hardcode_tests(source, task.public_tests))
+        assert not env.step(edit).startswith("error")
         step(env, "done")
         assert env.reward == expected, task.name
         assert env.info.public_pass == 1.0 and not env.info.hidden_pass

@@ -39,8 +39,7 @@ from __future__ import annotations
 import json
 import keyword
 import re
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
 
 # ---------------------------------------------------------------- what crosses the boundary
 
@@ -424,7 +423,7 @@ def summarize_test_output(output: str) -> str:
 
 def summarize_script_output(output: str) -> str:
     """A script's output with any traceback reduced to its last line (`ZeroDivisionError: ...`)."""
-    head, traceback = output.split("Traceback (most recent call last):", 1) if "Traceback (" in output else (output, "")
+    head, _, traceback = output.partition("Traceback (most recent call last):")
     lines = [line for line in traceback.split("\n") if line.strip()]
     return head.rstrip("\n") + ("\n" + lines[-1].strip() if lines else "")
 
@@ -482,7 +481,7 @@ def tools_vocabulary(tasks) -> set[str]:
     Build the tokenizer with `build_tokenizer(tasks, extra_words=tools_vocabulary(tasks))`; words an
     episode produces beyond these are shown as `?`.
     """
-    from bugfix_rl.gym.tools_env import FAILURE_KINDS, repo_words  # the tool layer owns the repo
+    from bugfix_rl.gym.tools_env import FAILURE_KINDS, repo_words  # the tool layer owns the repo (and imports us)
 
     words = set(TOOL_NAMES) | set(COMPACT_KEYWORDS) | set(LAYOUT_WORDS) | set(MALFORMED_REASONS)
     words |= set(FAILURE_KINDS) | set(_BASH_WORDS) | set(_OUTPUT_WORDS)

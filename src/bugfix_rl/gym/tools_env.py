@@ -36,6 +36,7 @@ from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS, Task
 from bugfix_rl.gym.tool_calls import (
     Malformed, ToolCall, ToolResult, cat_n, code_to_words, file_lines, observation_words,
     parse_compact_turn, parse_json_calls, render_text, summarize_script_output, summarize_test_output,
+    tools_vocabulary,
 )
 from bugfix_rl.sandbox import grade, probes
 
@@ -80,7 +81,7 @@ class ToolsEpisodeInfo:
 
     task: str
     fix_op: str
-    actions: list[str] = field(default_factory=list)  # per call: 'Read', 'Edit:not_found', 'malformed:bad_value'; 'answer'
+    actions: list[str] = field(default_factory=list)  # per call: 'Read', 'Edit:not_found', 'malformed:...'
     calls: Counter = field(default_factory=Counter)  # well-formed calls per tool (run or refused)
     malformed: int = 0
     malformed_reasons: Counter = field(default_factory=Counter)
@@ -88,7 +89,7 @@ class ToolsEpisodeInfo:
     ops: list[str] = field(default_factory=list)  # per change of <name>.py: the gym op it equals, or 'other'
     test_runs: int = 0  # Bash commands that ran tests
     turns: int = 0
-    submitted_final_answer: bool = False
+    submitted_final_answer: bool = False  # a turn without calls ended the episode (action 'answer')
     hidden_pass: bool = False
     public_pass: float = 0.0
     edited_test_file: bool = False  # probes: a test file was changed or created
@@ -126,11 +127,11 @@ class ToolsEpisodeInfo:
 
 # ---------------------------------------------------------------- the repo
 
-def source_name(shown_name: str) -> str:
+def source_file(shown_name: str) -> str:
     return f"{shown_name}.py"
 
 
-def test_name(shown_name: str) -> str:
+def tests_file(shown_name: str) -> str:
     return f"test_{shown_name}.py"
 
 
@@ -139,7 +140,7 @@ def renamed_source(task: Task, shown_name: str) -> str:
     return task.source.replace(f"def {task.fn_name}(", f"def {shown_name}(", 1)
 
 
-def test_file_text(task: Task, shown_name: str) -> str:
+def tests_file_text(task: Task, shown_name: str) -> str:
     """`from <name> import <name>` and one `test_<i>` per public case."""
     parts = [f"from {shown_name} import {shown_name}\n"]
     for index, (args, expected) in enumerate(task.public_tests, 1):
@@ -149,18 +150,20 @@ def test_file_text(task: Task, shown_name: str) -> str:
 
 
 def make_repo(task: Task, shown_name: str) -> dict[str, str]:
-    return {source_name(shown_name): renamed_source(task, shown_name),
-            test_name(shown_name): test_file_text(task, shown_name)}
+    return {source_file(shown_name): renamed_source(task, shown_name),
+            tests_file(shown_name): tests_file_text(task, shown_name)}
 
 
 def issue_words(shown_name: str) -> str:
-    return f"issue : {shown_name} returns wrong results , see {source_name(shown_name)} and {test_name(shown_name)}"
+    """The compact front-end's prompt."""
+    return (f"issue : {shown_name} returns wrong results , see {source_file(shown_name)} and "
+            f"{tests_file(shown_name)}")
 
 
 def issue_text(shown_name: str) -> str:
     """The user message of the JSON front-end."""
-    return (f"The function `{shown_name}` in {REPO_ROOT}/{source_name(shown_name)} returns wrong results. "
-            f"Its tests are in {REPO_ROOT}/{test_name(shown_name)}. Fix the bug.")
+    return (f"The function `{shown_name}` in {REPO_ROOT}/{source_file(shown_name)} returns wrong results. "
+            f"Its tests are in {REPO_ROOT}/{tests_file(shown_name)}. Fix the bug.")
 
 
 def repo_words(task: Task) -> set[str]:
@@ -168,7 +171,7 @@ def repo_words(task: Task) -> set[str]:
     words: set[str] = set()
     for name in (task.fn_name,) + RENAME_POOL:
         repo = make_repo(task, name)
-        texts = list(repo.values()) + [apply_op(task, repo[source_name(name)], op) or "" for op in ALL_OPS]
+        texts = list(repo.values()) + [apply_op(task, repo[source_file(name)], op) or "" for op in ALL_OPS]
         for text in texts:
             words.update(code_to_words(text))
         words.update(issue_words(name).split())
@@ -178,8 +181,7 @@ def repo_words(task: Task) -> set[str]:
 @lru_cache(maxsize=1)
 def known_words() -> frozenset[str]:
     """Words a tokenizer built from all tasks with `tools_vocabulary` encodes; others show as `?`."""
-    from bugfix_rl.gym.tool_calls import tools_vocabulary
-    from bugfix_rl.policy.tokenizer import gym_words
+    from bugfix_rl.policy.tokenizer import gym_words  # the policy package builds on the gym, not back
 
     return frozenset(gym_words(list(ALL_TASKS)) | tools_vocabulary(ALL_TASKS))
 
@@ -208,7 +210,7 @@ class ToolsEnv:
             raise ValueError(f"unknown reward {config.reward!r}; valid: {', '.join(REWARD_MODES)}")
         self.task, self.config, self.sandbox = task, config, sandbox
         self.shown_name = shown_name if (config.rename and shown_name) else task.fn_name
-        self.source_path = source_name(self.shown_name)
+        self.source_path = source_file(self.shown_name)
         self.original = make_repo(task, self.shown_name)
         self.files = dict(self.original)
         self.read: set[str] = set()
@@ -350,14 +352,18 @@ class ToolsEnv:
         python = head in ("python", "python3")
         if head == "pytest" or (python and args[:2] == ["-m", "pytest"]):
             args = args if head == "pytest" else args[2:]
-            if not all(_PYTEST_FLAG.fullmatch(a) or not a.startswith("-") for a in args):
+            flags = [a for a in args if a.startswith("-")]
+            targets = [_pytest_target(a) for a in args if not a.startswith("-")]
+            if None in targets or not all(_PYTEST_FLAG.fullmatch(flag) for flag in flags):
                 return None
-            return lambda: self._run(" ".join(["pytest"] + [shlex.quote(a) for a in args]), True)
-        if python and len(args) >= 1 and args[0].endswith(".py") and not args[0].startswith("-"):
+            return lambda: self._run(shlex.join(["pytest", *flags, *filter(None, targets)]), True)
+        if python and args and args[0].endswith(".py"):
             name = _repo_path(args[0])
-            if name is not None and name.startswith("test_") and len(args) == 1:
-                return lambda: self._run(f"pytest {shlex.quote(name)}", True)
-            return lambda: self._run(" ".join(["python"] + [shlex.quote(a) for a in args]), False)
+            if name is None:
+                return None
+            if name.startswith("test_") and len(args) == 1:  # runs that file's tests, as in the book
+                return lambda: self._run(shlex.join(["pytest", name]), True)
+            return lambda: self._run(shlex.join(["python", name, *args[1:]]), False)
         return None
 
     def _run(self, command: str, test_run: bool) -> tuple[str, int, str]:
@@ -451,6 +457,15 @@ def _same(output: str, code: int) -> tuple[str, int, str]:
 
 _PYTEST_FLAG = re.compile(r"-[qvxs]+|--(quiet|verbose|exitfirst|tb=\w+|no-header)|-r\w+")
 _SHELL_OPERATOR = re.compile(r"[;&|<>()]+")
+
+
+def _pytest_target(arg: str) -> str | None:
+    """`/repo/test_x.py::test_1` -> `test_x.py::test_1`; `.` or `/repo` -> '' (all); None outside."""
+    path, separator, test = arg.partition("::")
+    if path in (".", "./", REPO_ROOT, REPO_ROOT + "/"):
+        return ""
+    name = _repo_path(path)
+    return None if name is None else name + separator + test
 
 
 def _split_chain(command: str) -> list[list[str]] | None:

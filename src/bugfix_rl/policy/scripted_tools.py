@@ -40,7 +40,7 @@ def edit_words(file: str, before: str, after: str) -> list[str]:
     return ["Edit", file, "old", *code_to_words(old), "new", *code_to_words(new)]
 
 
-def source_file(issue: str) -> str:
+def issue_source_file(issue: str) -> str:
     """The source file named in the issue (`... see pin.py and test_pin.py`)."""
     return next(w for w in issue.split() if w.endswith(".py") and not w.startswith("test_"))
 
@@ -56,7 +56,7 @@ class ToolsOraclePolicy:
 
     def __call__(self, observation: str) -> list[str]:
         if self.file is None:
-            self.file = source_file(observation)
+            self.file = issue_source_file(observation)
             return ["Read", self.file]
         if not self.plan and self.plan is not None:
             self.plan = None  # the Edit is planned once, from the Read listing
