@@ -24,6 +24,7 @@ import types
 from contextlib import redirect_stdout
 
 WIDTH = 80
+_SOURCES: dict[str, str] = {}  # test files as collected: a test that rewrites its file still reports well
 
 
 class _Skipped(Exception):
@@ -127,8 +128,10 @@ def _collect(file: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
+        with open(file, encoding="utf-8") as handle:
+            _SOURCES[os.path.abspath(file)] = text = handle.read()
         with redirect_stdout(io.StringIO()):
-            spec.loader.exec_module(module)
+            exec(compile(text, file, "exec"), vars(module))
     except BaseException as error:
         return _format_error(file, error)
     items = []
@@ -224,20 +227,26 @@ def _safe(function, default):
         return default
 
 
-def _source_line(filename: str, lineno: int) -> str:
+def _source(filename: str) -> str:
+    if os.path.abspath(filename) in _SOURCES:
+        return _SOURCES[os.path.abspath(filename)]
     try:
         with open(filename, encoding="utf-8") as handle:
-            return handle.read().splitlines()[lineno - 1]
-    except (OSError, IndexError, UnicodeDecodeError):
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
         return ""
+
+
+def _source_line(filename: str, lineno: int) -> str:
+    lines = _source(filename).splitlines()
+    return lines[lineno - 1] if 0 < lineno <= len(lines) else ""
 
 
 def _explain_assert(frame, lineno: int) -> list[str] | None:
     """Re-evaluate a failing `assert a <op> b` in its frame: ['assert 2 == 3', ' +  where 2 = f(x)']."""
     try:
-        with open(frame.f_code.co_filename, encoding="utf-8") as handle:
-            tree = ast.parse(handle.read())
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(_source(frame.f_code.co_filename))
+    except (SyntaxError, ValueError):
         return None
     node = next((n for n in ast.walk(tree) if isinstance(n, ast.Assert)
                  and n.lineno <= lineno <= (n.end_lineno or n.lineno)), None)

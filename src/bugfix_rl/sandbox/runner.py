@@ -26,7 +26,7 @@ RESULT_FD = 3
 def run(job: dict, stdlib_path: list[str]) -> None:
     """Run `job` in the current (hardened) process and exit it; never returns."""
     sys.path[:] = [job["dir"]] + stdlib_path
-    _forget_shadowed_modules(job["dir"])
+    _forget_shadowed_modules(job["files"])
     stream = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
                               errors="backslashreplace", write_through=True)
     sys.stdout = sys.stderr = stream
@@ -58,13 +58,12 @@ def _report(job: dict, payload: dict) -> None:
     os.close(RESULT_FD)
 
 
-def _forget_shadowed_modules(directory: str) -> None:
-    """Files in the run dir win over modules the server had already imported under the same name."""
-    names = {entry[:-3] if entry.endswith(".py") else entry for entry in os.listdir(directory)}
-    for loaded in list(sys.modules):
-        if loaded.split(".")[0] in names:
-            del sys.modules[loaded]
-    importlib.invalidate_caches()
+def _forget_shadowed_modules(files: dict) -> None:
+    """Files in the run dir win over modules the server had already imported under the same name.
+    (No importlib.invalidate_caches(): the run dir is a path no finder has cached yet.)"""
+    names = {path.replace("\\", "/").split("/")[0].removesuffix(".py") for path in files}
+    for loaded in [name for name in sys.modules if name.split(".")[0] in names]:
+        del sys.modules[loaded]
 
 
 def _safe_message(error: BaseException) -> str:

@@ -132,8 +132,7 @@ class Server:
             self.iso.landlock_ruleset_fd = 4
             self._write_files(job)
             os.chdir(job["dir"])
-            os.environ.clear()
-            os.environ.update(PATH="/usr/bin:/bin", HOME=job["dir"], LANG="C.UTF-8")
+            os.environ["HOME"] = job["dir"]  # the rest of the server's environment is PATH and LANG
             step = "rlimits"
             hardening.apply_rlimits(self.limits)
             step = "uid"
@@ -155,18 +154,29 @@ class Server:
             os._exit(EXIT_SANDBOX_ERROR)
 
     def _write_files(self, job: dict) -> None:
+        owner = self.iso.uid if self.iso.layers["uid"] else None
         os.mkdir(job["dir"], 0o700)
+        made = [job["dir"]]
         for relative, text in job["files"].items():
             path = os.path.normpath(os.path.join(job["dir"], relative))
             if os.path.commonpath([path, job["dir"]]) != job["dir"] or path == job["dir"]:
                 raise ValueError(f"file path outside the run dir: {relative!r}")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        if self.iso.layers["uid"]:
-            for root, dirs, files in os.walk(job["dir"]):
-                for name in [root] + [os.path.join(root, entry) for entry in dirs + files]:
-                    os.chown(name, self.iso.uid, self.iso.uid)
+            steps = os.path.relpath(os.path.dirname(path), job["dir"]).split(os.sep)
+            for depth in range(1, len(steps) + 1) if steps != ["."] else ():
+                directory = os.path.join(job["dir"], *steps[:depth])
+                if directory not in made:
+                    os.mkdir(directory, 0o700)
+                    made.append(directory)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            try:
+                os.write(fd, text.encode("utf-8"))
+                if owner is not None:
+                    os.fchown(fd, owner, owner)
+            finally:
+                os.close(fd)
+        if owner is not None:
+            for directory in made:
+                os.chown(directory, owner, owner)
 
     def _wait(self, pid: int, result_read: int, output_read: int | None, deadline: float) -> dict:
         """Collect the child's report and output until it exits or the deadline passes."""
