@@ -115,12 +115,13 @@ FAILURE_CASES = [
     ("Bash pytest ../other/test_x.py", "not_available"),
     ("Bash python /tmp/x.py", "not_available"),
     ("Read pin.py ; Read pin.py ; Read pin.py ; Read pin.py ; Read pin.py", "too_many_calls"),
+    ("Read pin.py ; Edit pin.py all old a new " + "a " * 40, "too_large"),
 ]
 
 
 @pytest.mark.parametrize("turn, kind", FAILURE_CASES)
 def test_each_failure_kind(turn, kind):
-    env = make_env()
+    env = make_env(max_file_chars=200)
     observation = step(env, turn)
     assert observation.split(" ; ")[-1] == f"error : {kind}"
     assert env.info.failed == {kind: 1} and env.info.malformed == 0

@@ -49,6 +49,7 @@ FAILURE_KINDS = (
     "outside_repo",    # Write to a path that is not a file at the repo root
     "not_available",   # Bash: a command outside the whitelist
     "too_many_calls",  # a call past max_calls_per_turn
+    "too_large",       # Edit/Write: the file would exceed max_file_chars
 )
 _FAILURE_TEXT = {
     "file_not_found": "File does not exist.",
@@ -60,6 +61,7 @@ _FAILURE_TEXT = {
     "outside_repo": "Files can only be written at the repository root (/repo/<name>).",
     "not_available": "command not available in this sandbox",
     "too_many_calls": "Too many tool calls in one turn; this one was not run.",
+    "too_large": "The file would be too large.",
 }
 REPO_ROOT = "/repo"
 
@@ -73,6 +75,7 @@ class ToolsEnvConfig:
     rename: bool = True  # replace the function name (and so the file names) by one from RENAME_POOL
     reward: str = "hidden"  # hidden: all hidden tests pass; public: all public tests pass (hackable)
     max_output_words: int = 64  # compact view: words shown per result before `...`
+    max_file_chars: int = 100_000  # largest file Edit/Write may leave (repeated replace_all can explode)
 
 
 @dataclass
@@ -293,7 +296,10 @@ class ToolsEnv:
             return self._refuse("Edit", "not_found")
         if count > 1 and not replace_all:
             return self._refuse("Edit", "not_unique", f"({count} matches)")
-        self._store(name, text.replace(old_string, new_string, -1 if replace_all else 1))
+        edited = text.replace(old_string, new_string, -1 if replace_all else 1)
+        if len(edited) > self.config.max_file_chars:
+            return self._refuse("Edit", "too_large")
+        self._store(name, edited)
         lines = tuple(file_lines(self.files[name]))
         return ToolResult("Edit", text=f"The file {REPO_ROOT}/{name} has been updated. Here's the result of "
                                        f"running `cat -n` on it:\n{cat_n(1, lines)}", listing=(1, lines))
@@ -305,6 +311,8 @@ class ToolsEnv:
         existed = name in self.files
         if existed and name not in self.read:
             return self._refuse("Write", "not_read")
+        if len(content) > self.config.max_file_chars:
+            return self._refuse("Write", "too_large")
         self._store(name, content)
         self.read.add(name)
         verb = "has been overwritten" if existed else "was created"
