@@ -23,9 +23,14 @@ reads, in two dialects:
    round trip (the gym's code has none).
 
    Results: each call's result in call order, joined by ` ; `. Read and a successful Edit show the
-   file as `1 def pin ( x ) : <nl> 2 <indent> return x`; Write and empty outputs `ok`; a refused
-   call `error : <kind>`; a malformed one `error : malformed <reason>`; a test run its `E` lines and
-   summary (`assert 60 == 20 <nl> + where 60 = pin ( 13 , 20 , 60 ) <nl> 1 failed , 2 passed`).
+   file as `1 def pin ( x ) : <nl> 2 <indent> return x` (`empty` past its end); Write and empty
+   outputs `ok`; a refused call `error : <kind>`; a malformed one `error : malformed <reason>`; a
+   test run its `E` lines and summary (`assert 60 == 20 <nl> + where 60 = pin ( 13 , 20 , 60 ) <nl> 1 failed , 2 passed`), a
+   script its output with a traceback cut to its last line; results past `max_words` end in `...`.
+   Example turn and observation:
+
+       Edit pin.py old <indent> return load < cap new <indent> return load <= cap ; Bash pytest
+       1 def pin ( load , cap ) : <nl> 2 <indent> return load <= cap ; 3 passed
 
 2. JSON tool calls (Qwen3): `<tool_call>{"name": "Edit", "arguments": {...}}</tool_call>` blocks, as
    Qwen3's chat template emits them; text outside the blocks is ignored; a turn without any block is

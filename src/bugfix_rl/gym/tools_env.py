@@ -12,7 +12,8 @@ Semantics (SPEC §2), with the choices made here:
 - Malformed calls (unparseable / schema mismatch, `tool_calls.MALFORMED_REASONS`) and failed calls
   (refused by a tool, FAILURE_KINDS) are counted apart; both give an error result and use the turn.
 - Read marks a file read; Edit and overwriting Write need it (`not_read`); a Write marks its file
-  read. Edit checks, in order: file_not_found, not_read, no_change, not_found, not_unique.
+  read. Edit checks, in order: file_not_found, not_read, no_change, not_found, not_unique (then
+  too_large, a size cap on any file Edit or Write leaves).
 - Bash is a whitelist simulation, not a shell (see `_plan_command`): `ls`, `cat` and `grep` read the
   in-memory repo here; `pytest`, `python -m pytest`, `python test_<name>.py` (run as that file's
   tests) and `python <file>.py` run in the sandbox, which the model's code never leaves. Bash's
