@@ -198,6 +198,12 @@ def test_missing_required_layer_fails_closed(monkeypatch):
         assert not box.layers["landlock"]
 
 
+def test_a_server_that_cannot_start_fails_closed(monkeypatch):
+    monkeypatch.setattr(sandbox_module, "_BOOT", "raise SystemExit(3)")
+    with pytest.raises(SandboxUnavailable, match="failed to start .exit code 3"):
+        Sandbox(SandboxConfig(workers=2))
+
+
 def test_config_validation():
     with pytest.raises(ValueError, match="valid: rlimits, netns"):
         SandboxConfig(min_isolation=("network",))

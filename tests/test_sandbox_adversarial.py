@@ -186,6 +186,26 @@ if _job is not None:
 """,
 }
 
+# What stops each payload here (documentation, copied into the generated table).
+CONTAINED_BY = {
+    "fork_bomb": "seccomp: fork/clone EPERM (uid + RLIMIT_NPROC behind it)",
+    "infinite_loop": "RLIMIT_CPU (SIGXCPU), wall timeout behind it",
+    "huge_allocation": "RLIMIT_AS: MemoryError",
+    "write_100mb": "RLIMIT_FSIZE: EFBIG; Landlock/private /tmp for outside paths",
+    "read_outside_file": "Landlock: EACCES; private /tmp; uid",
+    "tcp_localhost": "seccomp: no socket(); empty netns; Landlock TCP rules",
+    "udp_localhost": "seccomp: no socket(); empty netns",
+    "forged_pass_line": "grading never reads stdout; forged_output probe",
+    "sys_exit_early": "runner catches SystemExit: import/collection error",
+    "os_exit_early": "no report: crash, no outputs",
+    "swallow_failures": "outputs compared in the parent; forged_output probe",
+    "always_equal_object": "exact-type encoder: NotPlainValue",
+    "tamper_test_file": "run dir is a copy; Landlock + uid: runner files read-only",
+    "double_fork_daemon": "seccomp: fork EPERM; parent-death signal",
+    "kill_server": "uid + Landlock signal scope: EPERM",
+    "forge_report": "stolen nonce passes, but outputs meet hidden expected values in the parent",
+}
+
 # Layers without which a payload is not expected to be contained on this machine.
 NEEDS = {
     "fork_bomb": ("seccomp",), "double_fork_daemon": ("seccomp",),
@@ -318,7 +338,7 @@ def test_payload_is_contained(sandbox, outside, listeners, payload, placement):
     assert hashlib.sha256(Path(runner_module.__file__).read_bytes()).hexdigest() == runner_hash
     flagged = {name for name, hit in (("forged_output", forged_output(run, _true_counts(sandbox, source))),
                                       ("collection_crashed", collection_crashed(run))) if hit}
-    _record(payload, placement, {"run_status": run.status, "exit_code": run.exit_code,
+    _record(payload, placement, {"contained_by": CONTAINED_BY[payload], "run_status": run.status, "exit_code": run.exit_code,
                                  "grade_status": graded.status, "reward": graded.all_passed,
                                  "grade_flags": sorted(graded.flags), "probe_flags": sorted(flagged)})
 

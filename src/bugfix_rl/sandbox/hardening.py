@@ -15,8 +15,9 @@ model-written code runs. Layer names (`LAYERS`) are what `Sandbox.layers` report
             enforced (it is not for root), root-only files unreadable, no signals to other users.
 - landlock: file access limited to the run dir (read/write) and the stdlib (read); no TCP
             bind/connect (ABI >= 4); no signals or abstract sockets outside the job (ABI >= 6).
-- seccomp:  only AF_UNIX sockets; no fork/clone/exec (so nothing can outlive the job); no ptrace,
-            mount, namespaces, bpf, io_uring, keyrings, module loading or parent-death changes.
+- seccomp:  no socket() at all (socketpair() only: no IP, no host Unix sockets); no fork/clone/exec
+            (so nothing can outlive the job); no ptrace, mount, namespaces, bpf, io_uring,
+            keyrings, module loading or parent-death changes.
 """
 
 from __future__ import annotations
@@ -268,7 +269,7 @@ _SYSCALL = dict(
     open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433, clone3=435,
     pidfd_getfd=438, mount_setattr=442,
 )
-_DENIED = [name for name in _SYSCALL if name not in ("socket", "prctl", "clone3")]
+_DENIED = [name for name in _SYSCALL if name not in ("prctl", "clone3")]
 
 
 class _SockFilter(ctypes.Structure):
@@ -291,9 +292,6 @@ def seccomp_instructions() -> list[tuple[int, int, int, int]]:
     for name in _DENIED:
         program += [(_JEQ_K, 0, 1, _SYSCALL[name]), (_RET_K, 0, 0, _errno(errno.EPERM))]
     program += [(_JEQ_K, 0, 1, _SYSCALL["clone3"]), (_RET_K, 0, 0, _errno(errno.ENOSYS))]  # glibc falls back to clone
-    program += [(_JEQ_K, 0, 4, _SYSCALL["socket"]), (_LD_W_ABS, 0, 0, 16),
-                (_JEQ_K, 0, 1, socket.AF_UNIX), (_RET_K, 0, 0, _RET_ALLOW),
-                (_RET_K, 0, 0, _errno(errno.EACCES))]
     program += [(_JEQ_K, 0, 4, _SYSCALL["prctl"]), (_LD_W_ABS, 0, 0, 16),
                 (_JEQ_K, 0, 1, PR_SET_PDEATHSIG), (_RET_K, 0, 0, _errno(errno.EPERM)),
                 (_RET_K, 0, 0, _RET_ALLOW)]

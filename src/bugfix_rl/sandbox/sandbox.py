@@ -139,14 +139,13 @@ class _Worker:
 
     def hello(self, timeout_s: float = 60.0) -> dict:
         try:
-            hello = wire.read_frame(self.read_fd, time.monotonic() + timeout_s)
+            hello, reason = wire.read_frame(self.read_fd, time.monotonic() + timeout_s), ""
         except (TimeoutError, ValueError) as error:
-            hello, reason = None, str(error)
-        else:
-            reason = f"exit code {self.process.poll()}"
+            hello, reason = None, f"{error}; "
         if hello is None:
             self.close()
-            raise SandboxUnavailable(f"sandbox server {self.index} failed to start ({reason}; see stderr)")
+            raise SandboxUnavailable(f"sandbox server {self.index} failed to start "
+                                     f"({reason}exit code {self.process.returncode}; see stderr)")
         return hello
 
     def request(self, job: dict, timeout_s: float) -> dict:
@@ -213,7 +212,10 @@ class Sandbox:
         self.close()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the servers exit on end of input anyway
+            pass
 
     def close(self) -> None:
         if getattr(self, "_closed", True):
@@ -292,6 +294,9 @@ class Sandbox:
         except _WorkerLost as lost:
             worker = self._replace(worker)
             return {"lost": str(lost)}
+        except BaseException:  # e.g. KeyboardInterrupt mid-reply: that pipe is out of step for good
+            worker = self._replace(worker)
+            raise
         finally:
             self._idle.put(worker)
 
