@@ -283,6 +283,28 @@ ALL_TASKS: tuple[Task, ...] = _build_all()
 SPLITS = ("train", "heldout", "val", "test", "all")
 
 
+# Operand names for the RL base's "pretraining" corpus (policy/rl_base.py): disjoint from every
+# held-out task's names, so held-out operands stay unseen.
+OPERAND_POOL = (
+    "arg", "val", "num", "qty", "idx", "elem", "item", "data", "seq", "lst", "acc_b", "w", "y", "z",
+    "u", "q", "r", "h", "g", "d", "e", "f", "key", "cnt", "lim", "bound", "mark", "step_n", "base_v", "sz",
+)
+_KEYWORDS = {"def", "return", "for", "in", "range", "min", "max", "abs", "if", "while", "else", "True", "False"}
+
+
+def with_renamed_operands(task: Task, names: list[str], tag: str) -> Task:
+    """A copy of `task` whose parameters and locals are renamed to `names` (same tests, same fix)."""
+    import re
+
+    identifiers = []
+    for word in re.findall(r"[A-Za-z_]\w*", task.source):
+        if word not in _KEYWORDS and word != task.fn_name and word not in identifiers:
+            identifiers.append(word)
+    mapping = dict(zip(identifiers, names))
+    source = re.sub(r"[A-Za-z_]\w*", lambda m: mapping.get(m.group(0), m.group(0)), task.source)
+    return Task(f"{task.name}~{tag}", task.fn_name, source, task.public_tests, task.hidden_tests, task.split)
+
+
 def make_tasks(split: str = "train") -> list[Task]:
     """Tasks of a split: train (20), heldout (10), val = heldout[0::2], test = heldout[1::2], all (30)."""
     if split not in SPLITS:

@@ -19,7 +19,7 @@ import torch
 from bugfix_rl.algo.sft import sft_train
 from bugfix_rl.checkpoint import CheckpointError, load_checkpoint, load_model_state, model_tensors, save_checkpoint
 from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv
-from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.gym.tasks import OPERAND_POOL, make_tasks, with_renamed_operands
 from bugfix_rl.policy.scripted import NoisyPolicy
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
 from bugfix_rl.policy.tokenizer import Tokenizer
@@ -35,11 +35,14 @@ def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg: EditMenuConfig):
     """`recipe.episodes` noisy scripted episodes on renamed training tasks."""
     rng = random.Random(recipe.seed)
     tasks = make_tasks("train")
+    variants = [with_renamed_operands(task, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), str(k))
+                for task in tasks for k in range(recipe.variants_per_task)]
     knobs = {k: getattr(recipe, k) for k in ("p_read", "p_right_after_read", "p_test", "p_wander",
                                              "p_malformed", "p_exploit")}
     demos = []
     for i in range(recipe.episodes):
-        env = EditMenuEnv(tasks[i % len(tasks)], env_cfg, rng.choice(RENAME_POOL))
+        task = rng.choice(variants) if rng.random() < recipe.p_renamed_operands else tasks[i % len(tasks)]
+        env = EditMenuEnv(task, env_cfg, rng.choice(RENAME_POOL))
         demos.append(scripted_episode(NoisyPolicy(rng, **knobs), env, tokenizer))
     return demos
 

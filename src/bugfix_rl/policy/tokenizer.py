@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bugfix_rl.gym.edit_menu import RENAME_POOL, TOOLS
 from bugfix_rl.gym.ops import NAME_PLACEHOLDER, code_states
-from bugfix_rl.gym.tasks import ALL_OPS, Task
+from bugfix_rl.gym.tasks import ALL_OPS, OPERAND_POOL, Task
 
 PAD, BOS, END_OF_ACTION, END_OF_OBSERVATION = "<pad>", "<bos>", "<eoa>", "<eoo>"
 SPECIALS = (PAD, BOS, END_OF_ACTION, END_OF_OBSERVATION)
@@ -64,7 +64,7 @@ class Tokenizer:
 
 def gym_words(tasks: list[Task]) -> set[str]:
     """Every word an edit-menu episode over `tasks` can contain."""
-    words = set(" ".join(ENV_PHRASES).split()) | set(TOOLS) | set(ALL_OPS) | set(RENAME_POOL)
+    words = set(" ".join(ENV_PHRASES).split()) | set(TOOLS) | set(ALL_OPS) | set(RENAME_POOL) | set(OPERAND_POOL)
     for task in tasks:
         words.add(task.fn_name)
         for state in code_states(task).values():

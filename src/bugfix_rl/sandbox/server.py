@@ -200,7 +200,10 @@ class Server:
         while True:
             wait = deadline - time.monotonic()
             if wait <= 0:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                try:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                except ProcessLookupError:  # exited just now
+                    pass
                 timed_out = True
                 break
             ready = select.select([pidfd, *pipes], [], [], wait)[0]

@@ -1,0 +1,28 @@
+# bugfix-rl: `make run` sets up .venv and runs the capstone; `make test` runs the default test suite.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-slow bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $$( command -v $(PY) || command -v python3 ) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/bugfix-rl train +exp=capstone seed=0
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench_step.py
+
+clean:
+	rm -rf $(VENV) outputs multirun
