@@ -3,6 +3,7 @@
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -98,6 +99,36 @@ def test_a_killed_server_is_replaced(sandbox):
     assert {r.status for r in results} <= {"ok", "sandbox_error"}
     assert sandbox.call_function({"m.py": "def f():\n    return 1\n"}, "m", "f", [()]).status == "ok"
     assert all(worker.process.poll() is None for worker in sandbox._workers)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid layer (to find the job's process) needs root")
+def test_a_job_dies_with_its_server():
+    with Sandbox(SandboxConfig(workers=1, timeout_s=20)) as box:
+        uid = box.uids[0]
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(box.run_tests, {"x.py": "import time\ntime.sleep(30)\n"}, "python x.py")
+            deadline = time.monotonic() + 5
+            while not _processes_of(uid) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert _processes_of(uid), "the job never started"
+            os.kill(box._workers[0].process.pid, signal.SIGKILL)
+            assert running.result(timeout=10).status == "sandbox_error"
+        time.sleep(0.2)
+        assert _processes_of(uid) == []
+
+
+def _processes_of(uid: int) -> list[int]:
+    """Live processes of `uid`; zombies (dead, waiting for whoever adopted them) do not count."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/status") as handle:
+                fields = dict(line.split(":", 1) for line in handle if ":" in line)
+        except OSError:
+            continue
+        if fields["Uid"].split()[0] == str(uid) and not fields["State"].strip().startswith("Z"):
+            found.append(int(entry))
+    return found
 
 
 # ---- test runs
