@@ -62,16 +62,17 @@ def _flat_grad(model) -> torch.Tensor:
                       for p in model.parameters()])
 
 
-def _one_pass_vs_accumulated(model, batch: Batch, algo, weights_fn: Callable) -> float:
+def _one_pass_vs_accumulated(model, batch: Batch, algo, weights_fn: Callable, ref_model=None) -> float:
     """Max |grad(one pass) - grad(4 micro-batches)| relative to the gradient's scale."""
     model.zero_grad(set_to_none=True)
-    loss, _ = minibatch_loss(model, batch, AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const), algo)
+    loss, _ = minibatch_loss(model, batch, AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const), algo,
+                             ref_model)
     loss.backward()
     one_pass = _flat_grad(model).clone()
     model.zero_grad(set_to_none=True)
     for rows in torch.arange(len(batch)).chunk(4):
         part = batch.rows(rows)
-        loss, _ = minibatch_loss(model, part, weights_fn(batch, rows, part), algo)
+        loss, _ = minibatch_loss(model, part, weights_fn(batch, rows, part), algo, ref_model)
         loss.backward()
     accumulated = _flat_grad(model)
     model.zero_grad(set_to_none=True)
@@ -112,23 +113,24 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     group_means = batch.advantages.view(-1, algo.group_size).mean(1)
     checks["group advantage mean = 0"] = _verdict("group advantage mean = 0", float(group_means.abs().max()))
     # 5. padding never reaches the loss: extra pad columns holding random ids change nothing
+    reference = copy.deepcopy(model).eval()  # frozen copy: the KL-in-loss term needs one from here on
     weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
     with torch.no_grad():
-        loss, _ = minibatch_loss(model, batch, weights, algo)
+        loss, _ = minibatch_loss(model, batch, weights, algo, reference)
         extra = 8
         noise = torch.randint(4, tokenizer.vocab_size, (len(batch), extra), generator=torch.Generator().manual_seed(0))
         padded = Batch(torch.cat([batch.ids, noise], 1), torch.cat([batch.mask, torch.zeros(len(batch), extra)], 1),
                        torch.cat([batch.old_logp, torch.zeros(len(batch), extra)], 1), batch.rewards, batch.groups,
                        batch.advantages)
         padded_weights = torch.cat([weights, torch.zeros(len(batch), extra)], 1)
-        padded_loss, _ = minibatch_loss(model, padded, padded_weights, algo)
+        padded_loss, _ = minibatch_loss(model, padded, padded_weights, algo, reference)
     checks["loss invariant to padding"] = _verdict("loss invariant to padding", abs(float(loss - padded_loss)))
     # 6. gradient accumulation over micro-batches equals the one-pass gradient
     probe = copy.deepcopy(model)
-    checks["accumulated = one-pass gradient"] = _verdict(
-        "accumulated = one-pass gradient", _one_pass_vs_accumulated(probe, batch, algo, weights_fn or global_weights(algo)))
+    accumulated = _one_pass_vs_accumulated(probe, batch, algo, weights_fn or global_weights(algo), reference)
+    checks["accumulated = one-pass gradient"] = _verdict("accumulated = one-pass gradient", accumulated)
     # 7-9. one real update (with a KL term so the reference check has something to measure)
-    learner, reference = copy.deepcopy(model), copy.deepcopy(model).eval()
+    learner = copy.deepcopy(model)
     optimizer = torch.optim.Adam(learner.parameters(), lr=algo.lr)
     old_before = batch.old_logp.clone()
     update_fn(learner, optimizer, batch, algo_kl, torch.Generator().manual_seed(0), reference)
