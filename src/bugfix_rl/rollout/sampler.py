@@ -43,7 +43,12 @@ def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Gene
 @torch.no_grad()
 def sample_episodes(model, tokenizer: Tokenizer, envs: list[Env], groups: list[int], temperature: float,
                     generator: torch.Generator) -> list[Trajectory]:
-    """Run every env to its end with `model` acting; one Trajectory per env, in order."""
+    """Run every env to its end with `model` acting; one Trajectory per env, in order.
+
+    A model with its own `sample_episodes(envs, groups, temperature, generator)` (a chat model: see
+    rollout/chat_sampler.py) samples its episodes itself."""
+    if hasattr(model, "sample_episodes"):
+        return model.sample_episodes(envs, groups, temperature, generator)
     B = len(envs)
     eoa, eoo = tokenizer.end_of_action_id, tokenizer.end_of_observation_id
     max_len = model.cfg.max_len

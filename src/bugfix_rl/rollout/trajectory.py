@@ -37,7 +37,8 @@ class Batch:
     ids: [B, T] right-padded token ids; mask: [B, T-1] float, 1 where ids[:, 1:] was sampled by the
     policy (the positions whose log-prob the loss uses); old_logp: [B, T-1] sampler log-probs at the
     same positions (0 elsewhere); rewards: [B]; groups: [B] long group index; advantages: [B] (filled
-    by the advantage stage; zeros until then).
+    by the advantage stage; zeros until then); pad_id: the id right padding uses (a chat model's pad
+    token may also occur inside an episode, so trimming never cuts a policy token).
     """
 
     ids: torch.Tensor
@@ -46,6 +47,7 @@ class Batch:
     rewards: torch.Tensor
     groups: torch.Tensor
     advantages: torch.Tensor
+    pad_id: int = 0
 
     def __len__(self) -> int:
         return self.ids.shape[0]
@@ -53,13 +55,18 @@ class Batch:
     def rows(self, index: torch.Tensor | slice) -> "Batch":
         """A sub-batch of rows, trimmed to its own longest sequence."""
         sub = Batch(*(t[index] for t in (self.ids, self.mask, self.old_logp, self.rewards, self.groups,
-                                          self.advantages)))
+                                          self.advantages)), pad_id=self.pad_id)
         return sub.trimmed()
 
     def trimmed(self) -> "Batch":
-        length = int((self.ids != 0).sum(1).max()) if len(self) else 1
+        if not len(self):
+            return self
+        T = self.ids.shape[1]
+        last_real = ((self.ids != self.pad_id) * torch.arange(1, T + 1)).max()  # 1 + last non-pad index
+        last_policy = ((self.mask > 0) * torch.arange(2, T + 1)).max()  # 1 + index in ids of the last policy token
+        length = max(int(last_real), int(last_policy), 1)
         return Batch(self.ids[:, :length], self.mask[:, : length - 1], self.old_logp[:, : length - 1],
-                     self.rewards, self.groups, self.advantages)
+                     self.rewards, self.groups, self.advantages, self.pad_id)
 
 
 def collate(trajectories: list[Trajectory], pad_id: int = 0) -> Batch:
@@ -76,4 +83,4 @@ def collate(trajectories: list[Trajectory], pad_id: int = 0) -> Batch:
         logp[row, :n] = torch.tensor(traj.sampler_logp)
     rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float)
     groups = torch.tensor([t.group for t in trajectories], dtype=torch.long)
-    return Batch(ids, mask[:, 1:], logp[:, 1:], rewards, groups, torch.zeros(B))
+    return Batch(ids, mask[:, 1:], logp[:, 1:], rewards, groups, torch.zeros(B), pad_id)
