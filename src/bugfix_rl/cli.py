@@ -112,10 +112,15 @@ def check_overrides(command: str, args: list[str]) -> None:
 
 def _to_object(cfg):
     from omegaconf import OmegaConf
+    from omegaconf.errors import MissingMandatoryValue
 
     from bugfix_rl.config import ConfigError, validate
 
-    obj = OmegaConf.to_object(cfg)
+    try:
+        obj = OmegaConf.to_object(cfg)
+    except MissingMandatoryValue as err:
+        key = getattr(err, "full_key", None) or str(err).splitlines()[0]
+        raise UserError(f"missing required value: pass {key}=<value>") from None
     if hasattr(obj, "algo"):
         try:
             validate(obj)

@@ -31,3 +31,38 @@ def preflight_command(cfg) -> bool:
     ok = all(c["ok"] for c in checks.values())
     view.print("preflight: all nine invariants hold" if ok else "[red]preflight FAILED[/red]")
     return ok
+
+
+def eval_command(cfg) -> dict:
+    """`bugfix-rl eval ckpt=<file> [compare=<file>] split=... n=...`: print the evaluation, optionally save it."""
+    from bugfix_rl.cli import UserError
+    from bugfix_rl.evaluate.checkpoint_eval import run_eval
+    from bugfix_rl.evaluate.tables import print_eval
+
+    torch.set_num_threads(cfg.threads)
+    try:
+        result = run_eval(cfg.ckpt, cfg.split, cfg.n, cfg.seed, cfg.top, cfg.compare)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    print_eval(result, Console(highlight=False))
+    if cfg.out:
+        out = Path(cfg.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1))
+        print(f"wrote {out}")
+    return result
+
+
+def report_command(cfg):
+    """`bugfix-rl report dir=<sweep dir> [reference=<arm>]`: ablation table, report.md, forest plot, power."""
+    from bugfix_rl.cli import UserError
+    from bugfix_rl.evaluate.ablation import ReportError, build_report, write_report
+    from bugfix_rl.evaluate.tables import print_report
+
+    try:
+        report = build_report(cfg.dir, cfg.reference)
+    except ReportError as err:
+        raise UserError(str(err)) from None
+    print_report(report, Console(highlight=False))
+    print("wrote " + ", ".join(str(p) for p in write_report(report)))
+    return report

@@ -163,6 +163,7 @@ class EvalCommandConfig:
     seed: int = 4
     threads: int = 2
     top: int = 5  # most common action sequences shown
+    out: Optional[str] = None  # also write the results as JSON to this file
 
 
 @dataclass

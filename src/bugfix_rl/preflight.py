@@ -86,9 +86,19 @@ def global_weights(algo) -> Callable:
     return weights
 
 
+def frozen_reference(model):
+    """The KL reference: a frozen copy of the policy as it is now (never the learner itself)."""
+    return copy.deepcopy(model).eval()
+
+
 def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, tokenizer, max_action_tokens: int,
-                update_fn: Callable = policy_update, weights_fn: Callable | None = None) -> dict[str, dict]:
-    """Run the nine checks on one collated first batch (advantages filled). Returns name -> verdict."""
+                update_fn: Callable = policy_update, weights_fn: Callable | None = None,
+                make_reference: Callable = frozen_reference) -> dict[str, dict]:
+    """Run the nine checks on one collated first batch (advantages filled). Returns name -> verdict.
+
+    make_reference(learner) gives the KL reference of the update in checks 7-9 (injectable, so a test
+    can hand it the learner itself and see check 9 fire).
+    """
     checks = {}
     algo_kl = dataclasses.replace(algo, kl_coef=0.1, kl_in_reward=False) if dataclasses.is_dataclass(algo) else algo
     # 1. the mask is exactly the policy's tokens, aligned with ids[:, 1:]
@@ -113,7 +123,8 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     group_means = batch.advantages.view(-1, algo.group_size).mean(1)
     checks["group advantage mean = 0"] = _verdict("group advantage mean = 0", float(group_means.abs().max()))
     # 5. padding never reaches the loss: extra pad columns holding random ids change nothing
-    reference = copy.deepcopy(model).eval()  # frozen copy: the KL-in-loss term needs one from here on
+    learner = copy.deepcopy(model)  # takes the one real update in checks 7-9
+    reference = make_reference(learner)  # the KL-in-loss term needs one from here on
     weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
     with torch.no_grad():
         loss, _ = minibatch_loss(model, batch, weights, algo, reference)
@@ -130,17 +141,20 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     accumulated = _one_pass_vs_accumulated(probe, batch, algo, weights_fn or global_weights(algo), reference)
     checks["accumulated = one-pass gradient"] = _verdict("accumulated = one-pass gradient", accumulated)
     # 7-9. one real update (with a KL term so the reference check has something to measure)
-    learner = copy.deepcopy(model)
     optimizer = torch.optim.Adam(learner.parameters(), lr=algo.lr)
     old_before = batch.old_logp.clone()
+    with torch.no_grad():
+        # the trainer's own log-probs before the step: measured from the sampler's instead, the ~1e-6
+        # sampler/trainer gap made an update that does nothing pass checks 7 and 8
+        before_logp = token_logprobs(learner, batch.ids, algo.temperature).logp
     update_fn(learner, optimizer, batch, algo_kl, torch.Generator().manual_seed(0), reference)
     with torch.no_grad():
         new_logp = token_logprobs(learner, batch.ids, algo.temperature).logp
         ref_logp = token_logprobs(reference, batch.ids, algo.temperature).logp
     frozen = torch.equal(old_before, batch.old_logp)
-    moved = float(((new_logp - batch.old_logp).abs() * batch.mask).sum() / batch.mask.sum())
+    moved = float(((new_logp - before_logp).abs() * batch.mask).sum() / batch.mask.sum())
     checks["old_logp frozen in the update"] = _verdict("old_logp frozen in the update", moved if frozen else 0.0)
-    delta = ((new_logp - old_before) * batch.mask).sum(1)  # [B] change of log pi per episode
+    delta = ((new_logp - before_logp) * batch.mask).sum(1)  # [B] change of log pi per episode
     adv = batch.advantages
     corr = float(torch.corrcoef(torch.stack([delta, adv]))[0, 1]) if adv.std() > 0 and delta.std() > 0 else 0.0
     checks["update raises log pi where A > 0"] = _verdict("update raises log pi where A > 0", corr)

@@ -24,9 +24,13 @@ def sample_trajectories(model, tokenizer, tasks: list[Task], n: int, make_env: C
 
 
 def success_counts(trajectories: list[Trajectory], n_tasks: int) -> torch.Tensor:
-    """Successes per task [n_tasks] from task-contiguous trajectories."""
-    rewards = torch.tensor([float(t.reward >= 1.0) for t in trajectories])
-    return rewards.view(n_tasks, -1).sum(1).long()
+    """Successes per task [n_tasks] from task-contiguous trajectories.
+
+    Success is the episode's hidden-test verdict (info.success), not its training reward: under
+    reward=public a hardcoded table is paid 1.0 but fixes nothing.
+    """
+    successes = torch.tensor([float(t.info.success) for t in trajectories])
+    return successes.view(n_tasks, -1).sum(1).long()
 
 
 def sample_counts(model, tokenizer, tasks: list[Task], n: int, make_env: Callable, temperature: float,
@@ -66,7 +70,7 @@ def per_task_table(trajectories: list[Trajectory], top_ops: int = 2) -> list[dic
         first_ops = Counter(t.info.ops[0] if t.info.ops else "none" for t in group)
         rows.append({
             "task": name,
-            "pass": sum(t.reward >= 1.0 for t in group) / len(group),
+            "pass": sum(bool(t.info.success) for t in group) / len(group),
             "correct_op": group[0].info.fix_op,
             "first_edits": dict(first_ops.most_common(top_ops)),
             "episodes": len(group),

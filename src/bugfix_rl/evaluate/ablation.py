@@ -1,0 +1,263 @@
+"""`bugfix-rl report`: the ablation table of a sweep, its forest plot and the power calculation.
+
+Runs are found by their eval.json anywhere under the sweep dir (Hydra's -m layout
+<sweep>/<arm>_seed<seed>_<num>/eval.json, or any other nesting) and grouped by the arm and seed
+recorded in them. Each run's score is its held-out pass@1 when the run evaluated the held-out tasks
+(eval.heldout_n > 0) and the chosen checkpoint's test pass@1 otherwise; one report uses one source
+for all runs, so every arm is measured on the same tasks.
+
+An arm is compared with the reference arm as in the book (§19.5): each task's pass rate is averaged
+over the arm's seeds, and the per-task differences are bootstrapped over tasks. The interval captures
+task-to-task variation; seed-to-seed spread is shown beside it (the per-seed column) and feeds the
+power calculation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from bugfix_rl.evaluate.stats import paired_bootstrap_diff, required_units
+
+EFFECTS = (0.10, 0.05, 0.02)
+TRAIN_KEYS = ("late_reward", "late_exploit", "final_entropy", "sampled_episodes")
+
+
+class ReportError(ValueError):
+    """The sweep dir cannot be reported on (no runs, mixed tasks, unknown reference); one line."""
+
+
+@dataclass
+class Run:
+    """One finished run: where it is, its arm and seed, per-task pass rates [T], training summary."""
+
+    path: Path
+    arm: str
+    seed: int
+    rates: dict[str, torch.Tensor]  # source ('heldout' | 'test') -> [T] per-task pass@1
+    tasks: dict[str, list[str]]  # source -> task names
+    episodes: dict[str, int]  # source -> episodes per task
+    train: dict = field(default_factory=dict)
+
+
+def _scores(result: dict) -> dict[str, dict]:
+    sources = {}
+    if "heldout" in result:
+        sources["heldout"] = result["heldout"]
+    if "test" in result:
+        sources["test"] = result["test"]["chosen"]
+    return sources
+
+
+def read_run(path: Path) -> Run:
+    """A Run from one eval.json (ReportError naming the file if it is not one)."""
+    try:
+        result = json.loads(path.read_text())
+        config = result["config"]
+        scores = _scores(result)
+        return Run(path.parent, str(config["arm"]), int(config["seed"]),
+                   {k: torch.tensor(v["per_task"], dtype=torch.float64) / v["n"] for k, v in scores.items()},
+                   {k: list(v.get("tasks_names") or range(len(v["per_task"]))) for k, v in scores.items()},
+                   {k: int(v["n"]) for k, v in scores.items()}, dict(result.get("train") or {}))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ReportError(f"cannot read run result {path}: {type(err).__name__}: {err}") from None
+
+
+def find_runs(root: str | Path) -> list[Run]:
+    """Every run under `root` (recursively, by eval.json); ReportError if there are none."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ReportError(f"no runs: {root} is not a directory")
+    runs = [read_run(p) for p in sorted(root.rglob("eval.json"))]
+    if not runs:
+        raise ReportError(f"no runs under {root} (looked for <run>/eval.json; is the sweep finished?)")
+    return runs
+
+
+def choose_source(runs: list[Run]) -> str:
+    """'heldout' if every run has it, else 'test' if every run has that; the same tasks everywhere."""
+    for source in ("heldout", "test"):
+        if all(source in r.rates for r in runs):
+            names = {tuple(map(str, r.tasks[source])) for r in runs}
+            if len(names) > 1:
+                raise ReportError(f"runs were evaluated on different {source} tasks; cannot pair them")
+            return source
+    raise ReportError("some runs have neither a held-out nor a test evaluation (eval.test=false and heldout_n=0)")
+
+
+@dataclass
+class ArmRow:
+    """One arm of the ablation table."""
+
+    arm: str
+    seeds: list[int]
+    per_seed: list[float]  # pass@1 of each seed's run
+    mean: float
+    diff: tuple[float, float, float] | None  # (mean diff vs reference, lo, hi); None for the reference
+    train: dict[str, float | None]  # TRAIN_KEYS, averaged over seeds
+    task_rates: torch.Tensor  # [S, T]
+
+
+def _mean_of(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def group_runs(runs: list[Run], source: str) -> tuple[dict[str, dict[int, Run]], list[str]]:
+    """arm -> seed -> Run; a repeated (arm, seed) keeps the newest run and is listed in the notes."""
+    arms: dict[str, dict[int, Run]] = {}
+    notes = []
+    for run in sorted(runs, key=lambda r: (r.path / "eval.json").stat().st_mtime):
+        if run.seed in arms.setdefault(run.arm, {}):
+            notes.append(f"arm {run.arm} seed {run.seed} appears twice; using {run.path}")
+        arms[run.arm][run.seed] = run
+    return arms, notes
+
+
+def ablation_rows(arms: dict[str, dict[int, Run]], source: str, reference: str) -> list[ArmRow]:
+    """The reference arm first, then the others by name; each with its paired difference."""
+    if reference not in arms:
+        raise ReportError(f"reference arm {reference!r} not among the runs' arms: {', '.join(sorted(arms))}"
+                          " (pass reference=<arm>)")
+    order = [reference] + sorted(a for a in arms if a != reference)
+    rates = {arm: torch.stack([arms[arm][s].rates[source] for s in sorted(arms[arm])]) for arm in order}  # [S, T]
+    rows = []
+    for arm in order:
+        seeds = sorted(arms[arm])
+        per_seed = rates[arm].mean(1).tolist()
+        diff = None if arm == reference else paired_bootstrap_diff(rates[arm], rates[reference])
+        train = {k: _mean_of([arms[arm][s].train.get(k) for s in seeds]) for k in TRAIN_KEYS}
+        rows.append(ArmRow(arm, seeds, per_seed, sum(per_seed) / len(per_seed), diff, train, rates[arm]))
+    return rows
+
+
+def power_analysis(rows: list[ArmRow], effects=EFFECTS) -> dict:
+    """Seeds per arm and paired tasks needed to detect each effect (alpha 0.05, power 0.8).
+
+    seed_sd: the seed-to-seed sd of an arm's mean pass@1, averaged over arms with >= 2 seeds (the
+    book's convention); task_diff_sd: the sd over tasks of the seed-averaged per-task differences
+    between the reference and the arm closest to it (a near-null comparison, as in the book). A
+    zero or unmeasurable sd leaves its column empty (None) rather than claiming one unit suffices.
+    """
+    sds = [torch.tensor(r.per_seed, dtype=torch.float64).std().item() for r in rows if len(r.seeds) >= 2]
+    seed_sd = sum(sds) / len(sds) if sds else None
+    others = [r for r in rows[1:] if r.diff is not None]
+    task_diff_sd, closest = None, None
+    if others:
+        closest = min(others, key=lambda r: abs(r.diff[0]))
+        diffs = closest.task_rates.mean(0) - rows[0].task_rates.mean(0)  # [T]
+        task_diff_sd = diffs.std().item() if diffs.numel() >= 2 else None
+    table = []
+    for effect in effects:
+        table.append({
+            "effect": effect,
+            # two independent arm means: the difference has sd sqrt(2) * seed sd
+            "seeds_per_arm": required_units(math.sqrt(2) * seed_sd, effect) if seed_sd else None,
+            "paired_tasks": required_units(task_diff_sd, effect) if task_diff_sd else None,
+        })
+    return {"seed_sd": seed_sd, "task_diff_sd": task_diff_sd, "task_diff_arm": closest.arm if closest else None,
+            "table": table}
+
+
+@dataclass
+class Report:
+    root: Path
+    source: str
+    reference: str
+    rows: list[ArmRow]
+    power: dict
+    runs: list[Run]
+    notes: list[str]
+
+    @property
+    def tasks(self) -> int:
+        return int(self.rows[0].task_rates.shape[1])
+
+    @property
+    def episodes(self) -> int:
+        return self.runs[0].episodes[self.source]
+
+
+def build_report(root: str | Path, reference: str) -> Report:
+    runs = find_runs(root)
+    source = choose_source(runs)
+    arms, notes = group_runs(runs, source)
+    rows = ablation_rows(arms, source, reference)
+    kept = [run for by_seed in arms.values() for run in by_seed.values()]
+    return Report(Path(root), source, reference, rows, power_analysis(rows), kept, notes)
+
+
+def forest_rows(report: Report) -> list[dict]:
+    return [{"label": f"{r.arm} - {report.reference}", "diff": r.diff[0], "lo": r.diff[1], "hi": r.diff[2]}
+            for r in report.rows if r.diff is not None]
+
+
+def _num(value, fmt: str = ".3f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def table_cells(report: Report, row: ArmRow) -> list[str]:
+    """The ablation table's cells for one arm (shared by the console and report.md)."""
+    paired = ("reference" if row.diff is None
+              else f"{row.diff[0]:+.3f} [{row.diff[1]:+.3f}, {row.diff[2]:+.3f}]")
+    return [row.arm, " ".join(str(s) for s in row.seeds), " ".join(f"{v:.3f}" for v in row.per_seed),
+            f"{row.mean:.3f}", paired, _num(row.train["late_reward"]), _num(row.train["late_exploit"], ".2f"),
+            _num(row.train["final_entropy"]), _num(row.train["sampled_episodes"], ".0f")]
+
+
+def table_header(report: Report) -> list[str]:
+    score = "held-out" if report.source == "heldout" else "test"
+    return ["arm", "seeds", f"{score} pass@1 by seed", "mean", f"vs {report.reference}, paired [95% CI]",
+            "late reward", "exploit", "final entropy", "episodes sampled"]
+
+
+def describe(report: Report) -> str:
+    score = ("held-out tasks (eval.json 'heldout', final policy)" if report.source == "heldout"
+             else "test tasks (eval.json 'test', chosen checkpoint)")
+    return (f"{len(report.runs)} runs, {len(report.rows)} arms; score: pass@1 on {report.tasks} {score},"
+            f" {report.episodes} episodes per task per run. The paired interval resamples tasks after averaging"
+            f" each task over seeds; late reward / exploit are means of the last 5 steps, entropy of the last"
+            f" step, episodes sampled per run; all averaged over seeds.")
+
+
+def power_lines(power: dict) -> list[str]:
+    seed_sd, task_sd = power["seed_sd"], power["task_diff_sd"]
+    first = (f"seed sd of an arm mean {_num(seed_sd)}"
+             + ("" if seed_sd else " (needs an arm with >= 2 seeds and some spread)")
+             + f" | sd of per-task differences {_num(task_sd)}"
+             + (f" ({power['task_diff_arm']} vs reference)" if power["task_diff_arm"] else " (needs a second arm)"))
+    lines = [first]
+    for row in power["table"]:
+        lines.append(f"effect {row['effect']:.2f}: seeds per arm {_num(row['seeds_per_arm'], 'd')}"
+                     f" | paired tasks {_num(row['paired_tasks'], 'd')}")
+    return lines
+
+
+def write_report(report: Report) -> list[Path]:
+    """Write report.md (+ forest_plot.png when there is a comparison) into the sweep dir; their paths."""
+    from bugfix_rl.evaluate.plots import forest_plot
+
+    header = table_header(report)
+    lines = [f"# Ablation report: {report.root.name}", "", describe(report), "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(table_cells(report, row)) + " |" for row in report.rows]
+    rows, written = forest_rows(report), []
+    if rows:
+        written.append(report.root / "forest_plot.png")
+        forest_plot(rows, str(written[-1]), title=f"pass@1 difference vs {report.reference} (paired over tasks, 95% CI)")
+        lines += ["", "![forest plot](forest_plot.png)"]
+    else:
+        lines += ["", "(only the reference arm: no comparison, no forest plot)"]
+    lines += ["", "## Power (alpha 0.05, power 0.8)", "", "```"] + power_lines(report.power) + ["```"]
+    lines += ["", "## Runs", ""] + [f"- `{r.path.relative_to(report.root) if r.path != report.root else '.'}`:"
+                                    f" arm {r.arm}, seed {r.seed}, pass@1 {r.rates[report.source].mean():.3f}"
+                                    for r in sorted(report.runs, key=lambda r: (r.arm, r.seed))]
+    if report.notes:
+        lines += ["", "Notes:"] + [f"- {note}" for note in report.notes]
+    path = report.root / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return [path] + written

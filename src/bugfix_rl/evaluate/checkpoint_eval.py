@@ -1,0 +1,134 @@
+"""`bugfix-rl eval`: evaluate one checkpoint (or two, paired) on a task split.
+
+A checkpoint written by `train` carries the full training config and the vocabulary in its metadata,
+so the tokenizer, the environment and the sampling temperature are rebuilt from the checkpoint alone,
+not from whatever the current defaults are. Two checkpoints are evaluated on the same seeded stream
+(same tasks, same episode count, same generator seed: the same renamed function names per episode),
+and compared by a paired bootstrap over tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from bugfix_rl.checkpoint import CheckpointError, load_checkpoint
+from bugfix_rl.evaluate.evaluate import (action_sequences, behaviour_stats, per_task_table, sample_trajectories,
+                                         success_counts)
+from bugfix_rl.evaluate.stats import bootstrap_ci, paired_bootstrap_diff, pass_at_k
+from bugfix_rl.gym.tasks import make_tasks
+
+KS = (1, 4, 8)
+SPLITS = ("train", "val", "test", "heldout")
+
+
+@dataclass
+class LoadedPolicy:
+    """A policy rebuilt from a checkpoint: model, tokenizer, the training config, and the step."""
+
+    path: str
+    model: torch.nn.Module
+    tokenizer: object
+    cfg: object  # TrainConfig of the run that wrote the checkpoint
+    step: int | None
+
+
+def config_from_meta(meta: dict, path) -> object:
+    """The TrainConfig stored in a checkpoint's metadata (CheckpointError if absent or unreadable)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from bugfix_rl.config import TrainConfig
+
+    raw = meta.get("config")
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path} holds no training config (kind {meta.get('kind')!r});"
+                              " bugfix-rl eval needs a policy checkpoint written by bugfix-rl train")
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), raw))
+    except OmegaConfBaseException as err:
+        raise CheckpointError(f"checkpoint {path} has a config this version cannot read:"
+                              f" {str(err).splitlines()[0]}") from None
+
+
+def load_policy(path: str) -> LoadedPolicy:
+    """Rebuild the tokenizer (from the stored vocabulary) and the policy of a training checkpoint."""
+    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+    from bugfix_rl.policy.tokenizer import Tokenizer
+
+    _, meta = load_checkpoint(path)
+    cfg = config_from_meta(meta, path)
+    tokenizer = Tokenizer(tuple(meta["vocab"])) if meta.get("vocab") else build_tokenizer_for(cfg)
+    model = build_policy(cfg.policy, tokenizer, init=str(path)).eval()
+    return LoadedPolicy(str(path), model, tokenizer, cfg, meta.get("step"))
+
+
+def pass_at_ks(counts: torch.Tensor, n: int, seed: int, ks=KS) -> dict[str, dict]:
+    """{"1": {"value", "ci"}, ...}: task-averaged pass@k, each with a task-bootstrap 95% interval."""
+    out = {}
+    for k in ks:
+        if k <= n:
+            per_task = pass_at_k(n, counts, k)  # [T]
+            lo, hi = bootstrap_ci(per_task, seed=seed)
+            out[str(k)] = {"value": float(per_task.mean()), "ci": [lo, hi]}
+    return out
+
+
+def evaluate_policy(policy: LoadedPolicy, split: str, n: int, seed: int, top: int) -> dict:
+    """Sample n episodes per task of `split` and summarise them (counts, pass@k, behaviour, sequences)."""
+    from bugfix_rl.envs import make_env_factory
+
+    tasks = make_tasks(split)
+    cfg = policy.cfg
+    make_env, close_env = make_env_factory(cfg.env)
+    try:
+        trajectories = sample_trajectories(policy.model, policy.tokenizer, tasks, n, make_env,
+                                           cfg.algo.temperature, seed)
+    finally:
+        close_env()
+    counts = success_counts(trajectories, len(tasks))  # [T]
+    return {
+        "path": policy.path,
+        "step": policy.step,
+        "run": {"experiment": cfg.experiment, "arm": cfg.arm, "seed": cfg.seed, "env": cfg.env.name,
+                "reward": cfg.env.reward},
+        "temperature": cfg.algo.temperature,
+        "pass_at_k": pass_at_ks(counts, n, seed),
+        "per_task": [int(c) for c in counts.tolist()],
+        "behaviour": behaviour_stats(trajectories),
+        "sequences": action_sequences(trajectories, top),
+        "per_task_table": per_task_table(trajectories),
+    }
+
+
+def paired_difference(a: dict, b: dict, n: int, seed: int) -> dict:
+    """a - b in pass@1, paired over tasks (both evaluated on the same tasks and stream)."""
+    rate_a = torch.tensor(a["per_task"], dtype=torch.float64) / n  # [T]
+    rate_b = torch.tensor(b["per_task"], dtype=torch.float64) / n
+    diff, lo, hi = paired_bootstrap_diff(rate_a, rate_b, seed=seed)
+    return {"diff": diff, "ci": [lo, hi], "tasks": int(rate_a.numel()),
+            "per_task": (rate_a - rate_b).tolist()}
+
+
+def run_eval(ckpt: str, split: str, n: int, seed: int, top: int = 5, compare: str | None = None) -> dict:
+    """The whole `bugfix-rl eval` result as a JSON-able dict."""
+    if split not in SPLITS:
+        raise ValueError(f"split={split!r} is not allowed; valid values: {', '.join(SPLITS)}")
+    if n < 1:
+        raise ValueError(f"n={n} must be >= 1 (episodes per task)")
+    paths = [ckpt] + ([compare] if compare else [])
+    policies = [load_policy(p) for p in paths]  # load all first: a bad second path fails before sampling
+    result = {"split": split, "n": n, "seed": seed, "tasks": [t.name for t in make_tasks(split)],
+              "models": [evaluate_policy(p, split, n, seed, top) for p in policies]}
+    if compare:
+        result["paired_diff"] = paired_difference(result["models"][0], result["models"][1], n, seed)
+    return result
+
+
+def label_of(model: dict) -> str:
+    """Short name of an evaluated checkpoint: run dir / step file."""
+    path = Path(model["path"])
+    run = path.parent.parent.name if path.parent.name == "checkpoints" else path.parent.name
+    return f"{run}/{path.name}"

@@ -1,0 +1,91 @@
+"""Rich console tables for `bugfix-rl eval` and `bugfix-rl report` (printing only; no computation)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from bugfix_rl.evaluate.ablation import Report, describe, power_lines, table_cells, table_header
+from bugfix_rl.evaluate.checkpoint_eval import label_of
+
+
+def _ci(entry: dict, signed: bool = False) -> str:
+    fmt = "+.3f" if signed else ".3f"
+    lo, hi = entry["ci"]
+    return f"{format(entry.get('value', entry.get('diff')), fmt)} [{format(lo, fmt)}, {format(hi, fmt)}]"
+
+
+def print_eval(result: dict, console: Console | None = None) -> None:
+    """pass@k with CIs, per-task counts and first edits, behaviour stats, top action sequences."""
+    console = console or Console(highlight=False)
+    n, tasks = result["n"], result["tasks"]
+    models = result["models"]
+    names = "AB"[: len(models)]  # short column labels; the legend says which checkpoint is which
+    console.print(f"split {result['split']}: {len(tasks)} tasks x {n} episodes per task, eval seed {result['seed']}"
+                  f" (95% intervals: task bootstrap)")
+    for name, m in zip(names, models):
+        run = m["run"]
+        console.print(f"  {name} = {label_of(m)}: step {m['step']}, run {run['experiment']} / arm {run['arm']} /"
+                      f" seed {run['seed']}, env {run['env']} (reward {run['reward']}), temperature {m['temperature']:g}")
+
+    summary = Table(title="pass@k")
+    summary.add_column("")
+    for k in models[0]["pass_at_k"]:
+        summary.add_column(f"pass@{k} [95% CI]")
+    for name, m in zip(names, models):
+        summary.add_row(name, *(_ci(v) for v in m["pass_at_k"].values()))
+    console.print(summary)
+
+    per_task = Table(title="per task: successes of n, most common first edits")
+    per_task.add_column("task")
+    per_task.add_column("correct op")
+    for name in names:
+        per_task.add_column(f"{name} passed", justify="right")
+        per_task.add_column(f"{name} first edits")
+    rows_by_model = [{row["task"]: row for row in m["per_task_table"]} for m in models]
+    for i, task in enumerate(tasks):
+        cells = [task, rows_by_model[0][task]["correct_op"]]
+        for m, rows in zip(models, rows_by_model):
+            edits = ", ".join(f"{op} {count}" for op, count in rows[task]["first_edits"].items())
+            cells += [f"{m['per_task'][i]}/{n}", edits]
+        per_task.add_row(*cells)
+    console.print(per_task)
+
+    behaviour = Table(title="behaviour (mean per episode)")
+    behaviour.add_column("metric")
+    for name in names:
+        behaviour.add_column(name, justify="right")
+    for key in models[0]["behaviour"]:
+        behaviour.add_row(key, *(f"{m['behaviour'].get(key, float('nan')):.3f}" for m in models))
+    console.print(behaviour)
+
+    for name, m in zip(names, models):
+        sequences = Table(title=f"{name}: most common action sequences")
+        sequences.add_column("episodes", justify="right")
+        sequences.add_column("sequence")
+        for count, sequence in m["sequences"]:
+            sequences.add_row(str(count), sequence)
+        console.print(sequences)
+
+    if "paired_diff" in result:
+        d = result["paired_diff"]
+        per_task_diffs = " ".join(f"{v:+.2f}" for v in d["per_task"])
+        console.print(f"paired difference in pass@1, A - B, over {d['tasks']} tasks on the same seeded stream:"
+                      f" {_ci(d, signed=True)}; per task: {per_task_diffs}")
+
+
+def print_report(report: Report, console: Console | None = None) -> None:
+    """The ablation table, then the power calculation."""
+    console = console or Console(highlight=False)
+    table = Table(title=f"ablation: {report.root}")
+    for column in table_header(report):
+        table.add_column(column)
+    for row in report.rows:
+        table.add_row(*table_cells(report, row))
+    console.print(table)
+    console.print(describe(report))
+    for note in report.notes:
+        console.print(f"note: {note}")
+    console.print("power (alpha 0.05, power 0.8):")
+    for line in power_lines(report.power):
+        console.print("  " + line)

@@ -1,0 +1,270 @@
+"""`bugfix-rl eval` and `bugfix-rl report` end to end on real tiny runs, their one-line errors, the
+offline wandb rows, and the PNGs the runs and reports reference.
+
+Two sets of real runs are made once per module, in-process through the CLI (as a user would type it):
+one `+exp=smoke` run with logger=wandb (offline), and a 2-arm x 2-seed `-m` sweep of one-step runs
+evaluated on the held-out tasks. `arm` is a free label, so both arms of the sweep are the same recipe.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bugfix_rl import cli
+from bugfix_rl.evaluate.ablation import build_report
+from bugfix_rl.evaluate.checkpoint_eval import run_eval
+from bugfix_rl.evaluate.evaluate import success_counts
+from bugfix_rl.evaluate.stats import paired_bootstrap_diff, required_units
+from bugfix_rl.rollout.trajectory import Trajectory
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+COMMON = ["threads=1"]  # the machine is shared: one thread avoids oversubscription stalls
+
+
+def run_cli(argv: list[str]) -> None:
+    torch.set_num_threads(1)
+    cli.main(argv)
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory) -> Path:
+    """A `bugfix-rl train +exp=smoke logger=wandb` run (2 steps, checkpoints 0-2), wandb offline."""
+    run_dir = tmp_path_factory.mktemp("smoke")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WANDB_MODE", "offline")
+        patch.setenv("WANDB_DIR", str(run_dir))
+        patch.setenv("WANDB_SILENT", "true")
+        run_cli(["train", "+exp=smoke", "logger=wandb", "logger.console=false", *COMMON, f"hydra.run.dir={run_dir}"])
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> Path:
+    """`bugfix-rl train +exp=smoke arm=a,b seed=0,1 ... -m`: four one-step runs scored on the held-out tasks."""
+    sweep_dir = tmp_path_factory.mktemp("sweep")
+    run_cli(["train", "+exp=smoke", "arm=a,b", "seed=0,1", "steps=1", "preflight=false", "eval.test=false",
+             "eval.n_val=1", "eval.heldout_n=2", *COMMON, f"hydra.sweep.dir={sweep_dir}", "-m"])
+    return sweep_dir
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "240")  # rich wraps tables to the terminal (80 columns when captured)
+
+
+def one_line_error(capsys, argv: list[str]) -> str:
+    """Run the CLI expecting exit code 2 and exactly one line on stderr; return that line."""
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err
+
+
+# ----------------------------------------------------------------------------------------------
+# eval
+
+
+def test_eval_end_to_end_with_compare(smoke_run, tmp_path, capsys):
+    ckpts = smoke_run / "checkpoints"
+    out = tmp_path / "eval.json"
+    run_cli(["eval", f"ckpt={ckpts / 'step_002.safetensors'}", f"compare={ckpts / 'step_000.safetensors'}",
+             "split=val", "n=4", *COMMON, f"out={out}"])
+    printed = capsys.readouterr().out
+    for expected in ("5 tasks x 4 episodes per task, eval seed 4", "pass@1", "pass@4", "first edits",
+                     "behaviour", "most common action sequences", "paired difference in pass@1, A - B"):
+        assert expected in printed, expected
+    result = json.loads(out.read_text())
+    assert [m["step"] for m in result["models"]] == [2, 0]
+    for model in result["models"]:
+        assert set(model["pass_at_k"]) == {"1", "4"}  # pass@8 needs n >= 8
+        lo, hi = model["pass_at_k"]["1"]["ci"]
+        assert lo <= model["pass_at_k"]["1"]["value"] <= hi
+        assert len(model["per_task"]) == 5 and all(0 <= c <= 4 for c in model["per_task"])
+        assert sum(count for count, _ in model["sequences"]) <= 20
+        assert {row["task"] for row in model["per_task_table"]} == set(result["tasks"])
+    diff = result["paired_diff"]
+    rates = [torch.tensor(m["per_task"], dtype=torch.float64) / 4 for m in result["models"]]
+    assert diff["diff"] == pytest.approx(float((rates[0] - rates[1]).mean()))
+
+
+def test_eval_same_checkpoint_twice_sees_the_same_stream(smoke_run):
+    ckpt = str(smoke_run / "checkpoints" / "step_001.safetensors")
+    torch.set_num_threads(1)
+    result = run_eval(ckpt, "test", n=2, seed=7, compare=ckpt)
+    first, second = result["models"]
+    assert first["per_task"] == second["per_task"] and first["sequences"] == second["sequences"]
+    assert result["paired_diff"]["diff"] == 0.0 and result["paired_diff"]["ci"] == [0.0, 0.0]
+
+
+def test_eval_missing_checkpoint_is_one_line_exit_2_from_the_console_script(tmp_path):
+    script = Path(sys.executable).with_name("bugfix-rl")
+    done = subprocess.run([str(script), "eval", f"ckpt={tmp_path / 'missing.safetensors'}"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: checkpoint not found: {tmp_path / 'missing.safetensors'}"
+
+
+def test_eval_corrupt_checkpoints_are_one_line_exit_2(smoke_run, tmp_path, capsys):
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes(b"not a checkpoint at all")
+    assert "cannot read checkpoint" in one_line_error(capsys, ["eval", f"ckpt={garbage}"])
+    real = (smoke_run / "checkpoints" / "step_000.safetensors").read_bytes()
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(real[: len(real) // 2])
+    assert "cannot read checkpoint" in one_line_error(capsys, ["eval", f"ckpt={truncated}"])
+    good = smoke_run / "checkpoints" / "step_000.safetensors"  # a bad compare= fails before any sampling
+    assert "not found" in one_line_error(capsys, ["eval", f"ckpt={good}", f"compare={tmp_path / 'nope'}"])
+
+
+def test_eval_bad_input_is_one_line_exit_2(smoke_run, capsys):
+    ckpt = smoke_run / "checkpoints" / "step_000.safetensors"
+    assert "valid values: train, val, test, heldout" in one_line_error(capsys, ["eval", f"ckpt={ckpt}", "split=dev"])
+    assert "ckpt" in one_line_error(capsys, ["eval"])
+
+
+# ----------------------------------------------------------------------------------------------
+# report
+
+
+def test_report_end_to_end_on_a_multirun_sweep(sweep, capsys):
+    runs = sorted(p.parent.name for p in sweep.rglob("eval.json"))
+    assert runs == ["a_seed0_0", "a_seed1_1", "b_seed0_2", "b_seed1_3"]  # Hydra's -m layout
+    run_cli(["report", f"dir={sweep}", "reference=a"])
+    printed = capsys.readouterr().out
+    assert "held-out pass@1 by seed" in printed and "reference" in printed
+    assert "seeds per arm" in printed and "paired tasks" in printed  # the power calculation
+    report_md = (sweep / "report.md").read_text()
+    assert "![forest plot](forest_plot.png)" in report_md
+    assert (sweep / "forest_plot.png").read_bytes().startswith(PNG_MAGIC)
+    table = [line for line in report_md.splitlines() if line.startswith("| a ") or line.startswith("| b ")]
+    assert len(table) == 2 and "| reference |" in table[0]
+    # both arms are the same recipe with the same seeds: identical runs, a difference of exactly zero
+    assert "+0.000 [+0.000, +0.000]" in table[1]
+    for name in runs:
+        assert f"`{name}`" in report_md
+
+
+def test_report_without_runs_is_one_line_exit_2(tmp_path, capsys):
+    assert "no runs under" in one_line_error(capsys, ["report", f"dir={tmp_path}"])
+    missing = tmp_path / "typo"
+    assert "no runs" in one_line_error(capsys, ["report", f"dir={missing}"])
+    assert not missing.exists()  # a mistyped dir is reported, not created
+
+
+def test_report_unknown_reference_names_the_arms(sweep, capsys):
+    err = one_line_error(capsys, ["report", f"dir={sweep}"])  # reference defaults to 'default'
+    assert "reference arm 'default'" in err and "a, b" in err
+
+
+def _fake_run(root: Path, arm: str, seed: int, per_task: list[int], n: int, heldout: bool) -> None:
+    score = {"per_task": per_task, "n": n, "tasks_names": [f"t{i}" for i in range(len(per_task))]}
+    result = {"config": {"arm": arm, "seed": seed},
+              "train": {"late_reward": 0.5 + seed, "late_exploit": 0.0, "final_entropy": 0.2, "sampled_episodes": 64}}
+    if heldout:
+        result["heldout"] = score
+    result["test"] = {"chosen": score, "base": score}
+    path = root / f"{arm}_seed{seed}" / "eval.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(result))
+
+
+@pytest.mark.parametrize("heldout", [True, False])
+def test_report_numbers_by_hand(tmp_path, heldout):
+    counts = {("default", 0): [4, 2, 0, 1], ("default", 1): [3, 2, 1, 1], ("default", 2): [4, 1, 0, 2],
+              ("kl", 0): [4, 3, 1, 1], ("kl", 1): [4, 2, 2, 1]}
+    for (arm, seed), per_task in counts.items():
+        _fake_run(tmp_path, arm, seed, per_task, 4, heldout)
+    report = build_report(tmp_path, "default")
+    assert report.source == ("heldout" if heldout else "test")
+    default, kl = report.rows
+    assert default.per_seed == pytest.approx([7 / 16, 7 / 16, 7 / 16]) and kl.per_seed == pytest.approx([9 / 16, 9 / 16])
+    rates = {arm: torch.tensor([counts[arm, s] for s in seeds], dtype=torch.float64) / 4
+             for arm, seeds in (("default", (0, 1, 2)), ("kl", (0, 1)))}
+    per_task_diff = rates["kl"].mean(0) - rates["default"].mean(0)  # tasks averaged over seeds, then paired
+    assert kl.diff[0] == pytest.approx(float(per_task_diff.mean()))
+    assert kl.diff == pytest.approx(paired_bootstrap_diff(rates["kl"], rates["default"]))
+    assert kl.train["late_reward"] == pytest.approx(1.0)  # (0.5 + 1.5) / 2
+    power = report.power
+    assert power["seed_sd"] == 0.0  # every arm's seeds agree exactly here: no spread, no seed count claimed
+    assert all(row["seeds_per_arm"] is None for row in power["table"])
+    assert power["task_diff_sd"] == pytest.approx(float(per_task_diff.std()))
+    assert [row["paired_tasks"] for row in power["table"]] == [required_units(power["task_diff_sd"], e)
+                                                               for e in (0.10, 0.05, 0.02)]
+
+
+def test_report_power_from_seed_spread(tmp_path):
+    for seed, per_task in enumerate([[4, 0], [2, 0], [3, 1]]):
+        _fake_run(tmp_path, "default", seed, per_task, 4, heldout=True)
+    report = build_report(tmp_path, "default")
+    seed_sd = float(torch.tensor([0.5, 0.25, 0.5], dtype=torch.float64).std())
+    assert report.power["seed_sd"] == pytest.approx(seed_sd)
+    assert report.power["table"][0]["seeds_per_arm"] == required_units(math.sqrt(2) * seed_sd, 0.10)
+
+
+# ----------------------------------------------------------------------------------------------
+# the run's artifacts: wandb rows, dashboard and forest plot referenced from the markdown
+
+
+def wandb_history(path: str) -> list[dict]:
+    """History rows of an offline wandb run file (LevelDB-style log of protobuf Records)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = Path(path).read_bytes()
+    assert data[:4] == b":W&B"
+    rows, pos, pending, block = [], 7, b"", 32768
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's tail too short for a record header is padding
+            pos += block - pos % block
+            continue
+        _checksum, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if kind == 0:
+            break
+        pending += data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # a full record, or the last piece of one
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            pending = b""
+            if record.WhichOneof("record_type") == "history":
+                rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                             for item in record.history.item})
+    return rows
+
+
+def test_wandb_offline_logs_the_dashboard_rows(smoke_run):
+    files = glob.glob(str(smoke_run / "wandb" / "offline-run-*" / "run-*.wandb"))
+    assert len(files) == 1, os.listdir(smoke_run)
+    logged = wandb_history(files[0])
+    rows = [json.loads(line) for line in (smoke_run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["_step"] for r in logged] == [r["step"] for r in rows] == [0, 1]
+    for sent, row in zip(logged, rows):
+        for key in ("reward", "entropy", "approx_kl", "clip_frac", "grad_norm", "logp_gap", "zero_adv_frac"):
+            assert sent[key] == pytest.approx(row[key]), key
+
+
+def test_dashboard_png_exists_and_summary_references_it(smoke_run):
+    assert (smoke_run / "dashboard.png").read_bytes().startswith(PNG_MAGIC)
+    assert "![dashboard](dashboard.png)" in (smoke_run / "summary.md").read_text()
+    assert json.loads((smoke_run / "preflight.json").read_text())  # train ran the real preflight first
+
+
+def test_success_counts_hidden_tests_not_the_training_reward():
+    class Info:
+        def __init__(self, success):
+            self.success = success
+
+    # a public-reward arm is paid 1.0 for a hardcoded table that fails the hidden tests
+    hacked = [Trajectory([1], [False], [0.0], 1.0, 0, Info(False)), Trajectory([1], [False], [0.0], 0.0, 0, Info(True))]
+    assert success_counts(hacked, 1).tolist() == [1]

@@ -1,0 +1,208 @@
+"""Break-it tests: each preflight invariant fires on the very bug it guards against.
+
+One real first batch is sampled from the cached RL base; every test breaks exactly one thing (the
+batch, the sampler's temperature, a loss piece, the update, the reference) and asserts that
+`check_batch` reports FAIL for that invariant. The clean batch passes all nine, `bugfix-rl preflight`
+exits 0 on the defaults, and `bugfix-rl train` refuses to start on a FAIL unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from dataclasses import dataclass
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from bugfix_rl import cli, preflight
+from bugfix_rl.algo import objective
+from bugfix_rl.algo.objective import AGGREGATIONS
+from bugfix_rl.algo.update import policy_update, token_logprobs
+from bugfix_rl.config import TrainConfig
+from bugfix_rl.envs import make_env_factory
+from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+from bugfix_rl.preflight import BOUNDS, check_batch, first_batch
+from bugfix_rl.rollout.trajectory import collate
+
+MASK, SAMPLER, RATIO, CENTRED = ("mask = policy tokens", "sampler = trainer log-prob", "ratio = 1 before any step",
+                                 "group advantage mean = 0")
+PADDING, ACCUMULATED, FROZEN = ("loss invariant to padding", "accumulated = one-pass gradient",
+                                "old_logp frozen in the update")
+DIRECTION, KL = "update raises log pi where A > 0", "KL to reference > 0 after a step"
+
+
+def train_config(**algo) -> TrainConfig:
+    """Defaults with interpolations resolved (the rl_base cache dir), algo fields overridden."""
+    cfg = OmegaConf.to_object(OmegaConf.structured(TrainConfig))
+    cfg.algo = dataclasses.replace(cfg.algo, **algo)
+    return cfg
+
+
+@dataclass
+class FirstBatch:
+    cfg: TrainConfig
+    model: torch.nn.Module
+    tokenizer: object
+    make_env: object
+    trajectories: list
+    batch: object
+    max_action_tokens: int
+
+
+@pytest.fixture(scope="module")
+def first():
+    torch.set_num_threads(1)  # the machine is shared: one thread avoids oversubscription stalls
+    cfg = train_config(prompts_per_step=4, group_size=8)
+    tokenizer = build_tokenizer_for(cfg)
+    model = build_policy(cfg.policy, tokenizer)  # the RL base, from the cache
+    make_env, close_env = make_env_factory(cfg.env)
+    trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=0)
+    max_action_tokens = make_env(preflight.make_first_task(), None).max_action_tokens
+    yield FirstBatch(cfg, model, tokenizer, make_env, trajectories, batch, max_action_tokens)
+    close_env()
+
+
+def failures(first: FirstBatch, batch=None, algo=None, trajectories=None, **parts) -> set[str]:
+    """Names of the checks that FAIL on (a copy of) the batch with the given parts swapped in."""
+    checks = check_batch(first.model, trajectories or first.trajectories, copy.deepcopy(batch or first.batch),
+                         algo or first.cfg.algo, first.tokenizer, first.max_action_tokens, **parts)
+    assert set(checks) == set(BOUNDS)
+    return {name for name, verdict in checks.items() if not verdict["ok"]}
+
+
+def test_clean_first_batch_passes_all_nine(first):
+    grouped = first.batch.advantages.view(-1, first.cfg.algo.group_size)
+    assert (grouped.abs().sum(1) > 0).any(), "the batch needs a group with signal, or check 8 proves nothing"
+    assert failures(first) == set()
+
+
+def test_action_mask_shifted_by_one(first):
+    broken = copy.deepcopy(first.batch)
+    broken.mask = torch.roll(broken.mask, shifts=1, dims=1)  # aligned with ids[:, :-1] instead of ids[:, 1:]
+    assert MASK in failures(first, batch=broken)
+
+
+def test_observation_tokens_in_the_mask(first):
+    # a collator that marks whole episodes as policy tokens (observations and prompt included)
+    everything = [dataclasses.replace(t, policy_mask=[True] * len(t.ids)) for t in first.trajectories]
+    broken = collate(everything, first.tokenizer.pad_id)
+    broken.advantages = first.batch.advantages.clone()
+    assert MASK in failures(first, batch=broken)
+
+
+def test_sampler_temperature_differs_from_trainer(first):
+    hot = dataclasses.replace(first.cfg.algo, temperature=0.7)
+    trajectories, batch = first_batch(first.model, first.tokenizer, first.make_env, hot, seed=0)
+    assert first.cfg.algo.temperature == 1.0  # the trainer scores the episodes at 1.0
+    assert failures(first, batch=batch, trajectories=trajectories) == {SAMPLER, RATIO}
+
+
+def test_sequence_ratio_over_observation_tokens(first, monkeypatch):
+    # GSPO's sequence log-ratio averaged over every position (observations, where old_logp is 0)
+    def unmasked_sequence_ratio(logp, old_logp, mask):
+        seq_mean = (logp.detach() - old_logp.detach()).mean(-1, keepdim=True)  # [B, 1]
+        return seq_mean + logp - logp.detach()
+
+    gspo = dataclasses.replace(first.cfg.algo, ratio_level="sequence")
+    assert failures(first, algo=gspo) == set()  # the real GSPO ratio passes
+    monkeypatch.setitem(objective.RATIOS, "sequence", unmasked_sequence_ratio)
+    failed = failures(first, algo=gspo)
+    assert RATIO in failed and SAMPLER not in failed
+
+
+def test_advantages_not_centred(first):
+    broken = copy.deepcopy(first.batch)
+    broken.advantages = broken.rewards.clone()  # raw rewards used as advantages
+    assert failures(first, batch=broken) == {CENTRED}
+
+
+def test_padding_leaks_into_the_loss(first, monkeypatch):
+    def loss_over_every_position(model, mb, weights, algo, ref_model=None, *args, **kwargs):
+        logp = token_logprobs(model, mb.ids, algo.temperature).logp  # [B, T-1]
+        loss = -(mb.advantages[:, None] * logp).mean()  # averages pad positions in too
+        return loss, {"tokens": float(mb.mask.sum()), "entropy": 0.0, "logp_gap": 0.0}
+
+    monkeypatch.setattr(preflight, "minibatch_loss", loss_over_every_position)
+    assert PADDING in failures(first)
+
+
+def test_per_micro_batch_normaliser(first):
+    def per_micro_batch(batch, rows, part):
+        return AGGREGATIONS[first.cfg.algo.loss_mode](part.mask, first.cfg.algo.norm_const)  # own token count
+
+    assert failures(first, weights_fn=per_micro_batch) == {ACCUMULATED}
+
+
+def test_old_logprobs_recomputed_after_the_step(first):
+    def recompute_old_logp(model, optimizer, batch, algo, generator, ref_model=None):
+        metrics = policy_update(model, optimizer, batch, algo, generator, ref_model)
+        with torch.no_grad():
+            batch.old_logp.copy_(token_logprobs(model, batch.ids, algo.temperature).logp * batch.mask)
+        return metrics
+
+    assert failures(first, update_fn=recompute_old_logp) == {FROZEN}
+
+
+def test_update_pushes_the_wrong_way(first):
+    def negated_advantages(model, optimizer, batch, algo, generator, ref_model=None):
+        flipped = dataclasses.replace(batch, advantages=-batch.advantages)
+        return policy_update(model, optimizer, flipped, algo, generator, ref_model)
+
+    assert failures(first, update_fn=negated_advantages) == {DIRECTION}
+
+
+def test_update_that_does_nothing(first):
+    def no_step(model, optimizer, batch, algo, generator, ref_model=None):
+        return {}
+
+    # measured from the trainer's own log-probs, not the sampler's (whose ~1e-6 gap once let it pass)
+    assert failures(first, update_fn=no_step) == {FROZEN, DIRECTION, KL}
+
+
+def test_reference_is_the_learner_itself(first):
+    assert failures(first, make_reference=lambda learner: learner) == {KL}
+
+
+# ----------------------------------------------------------------------------------------------
+# The commands: `bugfix-rl preflight` exit codes, and train refusing on a FAIL.
+
+
+def _canned_checks(failing: str | None) -> dict:
+    return {name: {"value": 1.0 if name == failing else 0.0, "ok": name != failing, "bound": "test"}
+            for name in BOUNDS}
+
+
+def test_preflight_command_passes_on_defaults(tmp_path, capsys):
+    cli.main(["preflight", "threads=1", f"hydra.run.dir={tmp_path}"])  # returns normally: exit code 0
+    out = capsys.readouterr().out
+    assert "all nine invariants hold" in out
+    assert all(name in out for name in BOUNDS)
+
+
+def test_preflight_command_exits_nonzero_on_a_fail(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(preflight, "run_preflight", lambda *args: _canned_checks(FROZEN))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["preflight", "threads=1", f"hydra.run.dir={tmp_path}"])
+    assert exit_info.value.code != 0
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_train_refuses_to_start_on_a_failed_preflight(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(preflight, "run_preflight", lambda *args: _canned_checks(MASK))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "+exp=smoke", "threads=1", f"hydra.run.dir={tmp_path}"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: preflight failed: mask = policy tokens") and "\n" not in err
+    assert not (tmp_path / "metrics.jsonl").exists()
+    assert json.loads((tmp_path / "preflight.json").read_text())[MASK]["ok"] is False
+
+
+def test_train_starts_anyway_when_allowed(tmp_path, monkeypatch):
+    monkeypatch.setattr(preflight, "run_preflight", lambda *args: _canned_checks(MASK))
+    cli.main(["train", "+exp=smoke", "allow_failed_preflight=true", "steps=1", "eval.test=false", "eval.n_val=1",
+              "threads=1", f"hydra.run.dir={tmp_path}"])
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 1
