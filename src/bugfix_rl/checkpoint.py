@@ -57,7 +57,14 @@ def load_checkpoint(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
 
 
 def model_tensors(model: torch.nn.Module, prefix: str = "model.") -> dict[str, torch.Tensor]:
-    return {prefix + k: v for k, v in model.state_dict().items()}
+    """The state dict under `prefix`; a tensor sharing storage with an earlier one (tied embeddings, as
+    in Qwen3) is cloned, since safetensors refuses shared tensors."""
+    tensors, seen = {}, set()
+    for key, value in model.state_dict().items():
+        shared = value.untyped_storage().data_ptr() in seen
+        seen.add(value.untyped_storage().data_ptr())
+        tensors[prefix + key] = value.clone() if shared else value
+    return tensors
 
 
 def load_model_state(model: torch.nn.Module, tensors: dict[str, torch.Tensor], path, prefix: str = "model.") -> None:
@@ -66,3 +73,23 @@ def load_model_state(model: torch.nn.Module, tensors: dict[str, torch.Tensor], p
         model.load_state_dict(state)
     except RuntimeError as err:
         raise CheckpointError(f"checkpoint {path} does not fit this model: {str(err).splitlines()[0]}") from None
+
+
+def optimizer_tensors(optimizer: torch.optim.Optimizer, prefix: str = "optim.") -> tuple[dict, list]:
+    """Flatten an optimizer's per-parameter state into tensors; param_groups go to the metadata."""
+    state = optimizer.state_dict()
+    tensors = {}
+    for index, per_param in state["state"].items():
+        for key, value in per_param.items():
+            tensors[f"{prefix}{index}.{key}"] = value if torch.is_tensor(value) else torch.tensor(value)
+    return tensors, state["param_groups"]
+
+
+def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict, param_groups: list,
+                           prefix: str = "optim.") -> None:
+    state: dict[int, dict] = {}
+    for name, value in tensors.items():
+        if name.startswith(prefix):
+            index, key = name[len(prefix):].split(".", 1)
+            state.setdefault(int(index), {})[key] = value
+    optimizer.load_state_dict({"state": state, "param_groups": param_groups})

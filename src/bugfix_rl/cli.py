@@ -14,7 +14,7 @@ from pathlib import Path
 
 COMMANDS = ("train", "preflight", "eval", "report", "sft", "bench")
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-GROUPS = ("env", "policy", "algo", "logger", "exp")
+GROUPS = ("env", "policy", "algo", "logger", "exp", "ablation")
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                     "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
 EXIT_BAD_INPUT = 2
@@ -140,11 +140,12 @@ def _guarded(fn):
     from bugfix_rl.checkpoint import CheckpointError
 
     def wrapper(cfg):
+        from bugfix_rl.policy.chat_template import TokenPathMismatch
         from bugfix_rl.train import PreflightFailed
 
         try:
             return fn(cfg)
-        except (UserError, CheckpointError, PreflightFailed) as err:
+        except (UserError, CheckpointError, PreflightFailed, TokenPathMismatch) as err:
             fail(str(err))
     return wrapper
 

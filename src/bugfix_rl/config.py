@@ -61,19 +61,20 @@ class PolicyConfig:
     """The policy (`policy=tiny` or `policy=qwen3`)."""
 
     name: str = "tiny"  # tiny | qwen3
-    init: str = "rl_base"  # tiny: rl_base | scratch | path to a checkpoint (e.g. an SFT one)
+    init: str = "rl_base"  # tiny: rl_base | scratch | path to a checkpoint (e.g. an SFT one); qwen3: pretrained | a path
     d_model: int = 64
     n_layers: int = 3
     n_heads: int = 4
     d_ff: int = 192
-    max_len: int = 256
-    cache_dir: str = "${oc.env:BUGFIX_RL_CACHE,${oc.env:HOME}/.cache/bugfix_rl}"  # rl_base cache
+    max_len: int = 256  # longest episode in tokens, prompt included
+    cache_dir: str = ""  # rl_base cache; "" = $BUGFIX_RL_CACHE or ~/.cache/bugfix_rl
     base: BaseRecipeConfig = field(default_factory=BaseRecipeConfig)
     model: Optional[str] = None  # qwen3: local directory or cached hub id
     allow_download: bool = False  # qwen3: never download weights unless this is set
     dtype: str = "float32"  # qwen3: float32 | bfloat16
     gradient_checkpointing: bool = False  # qwen3
     max_new_tokens: int = 128  # qwen3: tokens per assistant turn
+    generation_batch: int = 64  # qwen3: episodes per batched generation (bounds KV-cache memory); 0 = all
 
 
 @dataclass
@@ -137,17 +138,33 @@ class EvalConfig:
 
 
 @dataclass
+class ColdStartConfig:
+    """SFT before RL (`cold_start.enabled=true`), on demonstrations of the selected env."""
+
+    enabled: bool = False
+    source: str = "oracle"  # oracle: scripted oracle on renamed training tasks | rejection: own successes
+    demos: int = 20  # oracle demonstrations (one per training task when 20)
+    rejection_per_task: int = 8  # rejection sampling: attempts per training task
+    steps: int = 10
+    lr: float = 1e-3
+    batch_size: int = 16
+    seed: int = 0  # the demonstrations and SFT minibatches (independent of the run seed, as in the book)
+
+
+@dataclass
 class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    cold_start: ColdStartConfig = field(default_factory=ColdStartConfig)
     steps: int = 60
     seed: int = 0
     threads: int = 2  # torch CPU threads: results depend on it (see docs)
     preflight: bool = True  # run the nine invariants before training
     allow_failed_preflight: bool = False  # start even when a preflight check fails
+    resume: Optional[str] = None  # a checkpoint of an earlier run (same config): continue from its step
     arm: str = "default"  # label of this run in an ablation (report groups runs by arm and seed)
     experiment: str = "default"
 
@@ -185,6 +202,7 @@ CHOICES = {
     "algo.kl_kind": ("k1", "k2", "k3"),
     "algo.tis_level": ("token", "sequence"),
     "logger.wandb_mode": ("offline", "online", "disabled"),
+    "cold_start.source": ("oracle", "rejection"),
 }
 
 POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "algo.lr", "algo.epochs",

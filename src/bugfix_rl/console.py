@@ -39,7 +39,7 @@ class TrainConsole:
         self.print(table)
 
     @contextmanager
-    def progress(self, total: int):
+    def progress(self, total: int, start: int = 0):
         if not self.enabled:
             yield lambda row: None
             return
@@ -47,7 +47,7 @@ class TrainConsole:
                    TimeElapsedColumn(), TimeRemainingColumn())
         with Progress(*columns, console=self.console, transient=False) as progress:
             self._progress = progress
-            task = progress.add_task("train", total=total, status="")
+            task = progress.add_task("train", total=total, completed=start, status="")
 
             def advance(row: dict) -> None:
                 progress.update(task, advance=1, status=f"reward {row['reward']:.3f} entropy {row.get('entropy', 0):.3f}")

@@ -22,6 +22,26 @@ def _tools(env_cfg):
 ENVS: dict[str, Callable] = {"edit_menu": _edit_menu, "tools": _tools}
 
 
+def _oracle_edit_menu():
+    from bugfix_rl.policy.scripted import OraclePolicy
+
+    return OraclePolicy
+
+
+def _oracle_tools():
+    from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
+
+    return ToolsOraclePolicy
+
+
+ORACLES: dict[str, Callable] = {"edit_menu": _oracle_edit_menu, "tools": _oracle_tools}
+
+
+def oracle_for(env_cfg):
+    """The scripted oracle policy class of an env (observation text -> next action's words)."""
+    return ORACLES[env_cfg.name]()
+
+
 def make_env_factory(env_cfg) -> tuple[Callable, Callable[[], None]]:
     if env_cfg.name not in ENVS:
         raise KeyError(f"unknown env {env_cfg.name!r}; valid: {', '.join(ENVS)}")

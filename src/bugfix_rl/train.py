@@ -19,8 +19,9 @@ import torch
 from bugfix_rl.algo.advantages import ADVANTAGES
 from bugfix_rl.algo.objective import overlong_penalty
 from bugfix_rl.algo.update import policy_update
-from bugfix_rl.checkpoint import load_checkpoint, load_model_state, model_tensors, save_checkpoint
-from bugfix_rl.dashboard import CONSOLE_KEYS, JsonlLogger, WandbLogger, dashboard_row, plot_dashboard
+from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, load_optimizer_tensors, model_tensors,
+                                  optimizer_tensors, save_checkpoint)
+from bugfix_rl.dashboard import JsonlLogger, WandbLogger, dashboard_row, plot_dashboard
 from bugfix_rl.envs import make_env_factory
 from bugfix_rl.evaluate.evaluate import sample_counts
 from bugfix_rl.evaluate.stats import paired_bootstrap_diff, pass_rate_summary
@@ -76,7 +77,9 @@ class Trainer:
         self.generator = generator
         self.tasks = make_tasks("train")
         self.ref_model = copy.deepcopy(model).eval() if cfg.algo.kl_coef > 0 else None
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.algo.lr)
+        make_optimizer = getattr(model, "make_optimizer", None)  # a policy may bring its own (Qwen3: AdamW)
+        self.optimizer = (make_optimizer(cfg.algo.lr) if make_optimizer
+                          else torch.optim.Adam(model.parameters(), lr=cfg.algo.lr))
         self.task_stats = TaskStats() if (cfg.algo.task_filter or cfg.algo.curriculum) else None
 
     def step(self, step: int) -> dict:
@@ -98,6 +101,24 @@ class Trainer:
         return dashboard_row(step, rollouts, metrics, extra)
 
 
+def cold_start(cfg, model, tokenizer, make_env) -> list[float]:
+    """SFT `model` in place on oracle demonstrations or its own successes; returns the SFT losses."""
+    from bugfix_rl.algo.sft import sft_train
+    from bugfix_rl.envs import oracle_for
+    from bugfix_rl.rollout.demonstrations import oracle_demonstrations, rejection_sampled
+
+    cs = cfg.cold_start
+    tasks = make_tasks("train")
+    if cs.source == "oracle":
+        demos = oracle_demonstrations(tasks, cs.demos, make_env, tokenizer, oracle_for(cfg.env), cs.seed)
+    else:
+        demos = rejection_sampled(model, tokenizer, tasks, cs.rejection_per_task, make_env, cfg.algo.temperature,
+                                  cs.seed)
+    if not demos:
+        raise PreflightFailed("cold start: rejection sampling found no successful episode to learn from")
+    return sft_train(model, demos, cs.steps, cs.lr, cs.batch_size, torch.Generator().manual_seed(cs.seed))
+
+
 def evaluate_split(model, tokenizer, make_env, split: str, n: int, seed: int, temperature: float) -> dict:
     tasks = make_tasks(split)
     counts = sample_counts(model, tokenizer, tasks, n, make_env, temperature, seed)
@@ -111,20 +132,28 @@ def checkpoint_meta(cfg, step: int, tokenizer) -> dict:
             "vocab": list(tokenizer.words)}
 
 
-def run_training(cfg, run_dir: Path, console=None) -> dict:
-    """Train, checkpoint, select on validation, test once. Writes metrics.jsonl, eval.json, summary.md."""
+def run_training(cfg, run_dir: Path) -> dict:
+    """Train, checkpoint, select on validation, test once. Writes metrics.jsonl, eval.json, summary.md.
+
+    With cfg.resume set, the run continues from that checkpoint: weights, optimizer state, the
+    sampling generator's state, dashboard rows and validation results are restored, so the resumed
+    run reaches the same parameters as an uninterrupted one (same seed, same threads).
+    """
     from bugfix_rl.console import TrainConsole
     from bugfix_rl.preflight import run_preflight
 
     torch.set_num_threads(cfg.threads)
     run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer_for(cfg)
     make_env, close_env = make_env_factory(cfg.env)
     try:
-        model = build_policy(cfg.policy, tokenizer)
-        base = copy.deepcopy(model)
+        base = build_policy(cfg.policy, tokenizer)
+        if cfg.cold_start.enabled:
+            cold_start(cfg, base, tokenizer, make_env)  # the run starts from the SFT policy
+        model = build_policy(cfg.policy, tokenizer, init=cfg.resume) if cfg.resume else copy.deepcopy(base)
         view = TrainConsole(cfg, enabled=cfg.logger.console)
-        if cfg.preflight:
+        if cfg.preflight and not cfg.resume:
             checks = run_preflight(cfg, model, tokenizer, make_env)
             view.preflight(checks)
             (run_dir / "preflight.json").write_text(json.dumps(checks, indent=1))
@@ -135,23 +164,29 @@ def run_training(cfg, run_dir: Path, console=None) -> dict:
         generator = torch.Generator().manual_seed(cfg.seed)
         trainer = Trainer(cfg, model, tokenizer, make_env, generator)
         state = RunState()
+        start = restore_run(cfg.resume, trainer, state) if cfg.resume else 0
         loggers = [JsonlLogger(run_dir / "metrics.jsonl")] if cfg.logger.jsonl else []
         if cfg.logger.wandb:
             loggers.append(WandbLogger(cfg.logger, run_dir, dataclasses.asdict(cfg)))
+        if cfg.logger.jsonl:
+            for row in state.rows:  # a resumed run's metrics.jsonl starts with the rows it inherits
+                loggers[0].log(row)
         every = cfg.eval.ckpt_every or cfg.steps
         temperature = cfg.algo.temperature
 
         def keep(step: int, policy) -> None:
-            path = save_checkpoint(run_dir / "checkpoints" / f"step_{step:03d}.safetensors", model_tensors(policy),
-                                   checkpoint_meta(cfg, step, tokenizer))
+            path = run_dir / "checkpoints" / f"step_{step:03d}.safetensors"
             state.checkpoints[step] = path
             state.validation[step] = evaluate_split(policy, tokenizer, make_env, "val", cfg.eval.n_val,
                                                     cfg.eval.val_seed, temperature)
+            save_checkpoint(path, {**model_tensors(policy), **resume_tensors(trainer)},
+                            {**checkpoint_meta(cfg, step, tokenizer), **resume_meta(trainer, state)})
             view.checkpoint(step, state.validation[step])
 
-        keep(0, base)
-        with view.progress(cfg.steps) as advance:
-            for step in range(cfg.steps):
+        if not cfg.resume:
+            keep(0, base)
+        with view.progress(cfg.steps, start) as advance:
+            for step in range(start, cfg.steps):
                 row = trainer.step(step)
                 state.rows.append(row)
                 for logger in loggers:
@@ -167,6 +202,36 @@ def run_training(cfg, run_dir: Path, console=None) -> dict:
         return result
     finally:
         close_env()
+
+
+def resume_tensors(trainer: "Trainer") -> dict:
+    """What, beyond the weights, a resumed run needs: optimizer state and the sampling generator."""
+    tensors, _ = optimizer_tensors(trainer.optimizer)
+    tensors["rng.generator"] = trainer.generator.get_state()
+    return tensors
+
+
+def resume_meta(trainer: "Trainer", state: RunState) -> dict:
+    _, param_groups = optimizer_tensors(trainer.optimizer)
+    return {"optimizer_param_groups": param_groups, "rows": state.rows,
+            "validation": {str(s): v for s, v in state.validation.items()},
+            "checkpoints": {str(s): str(p) for s, p in state.checkpoints.items()},
+            "task_stats": trainer.task_stats.rate if trainer.task_stats else None}
+
+
+def restore_run(path: str, trainer: "Trainer", state: RunState) -> int:
+    """Load optimizer, generator, rows and validation from a checkpoint; returns the step to start at."""
+    tensors, meta = load_checkpoint(path)
+    if "rng.generator" not in tensors or "rows" not in meta:
+        raise CheckpointError(f"{path} has no resume state (weights only)")
+    load_optimizer_tensors(trainer.optimizer, tensors, meta["optimizer_param_groups"])
+    trainer.generator.set_state(tensors["rng.generator"])
+    if trainer.task_stats is not None and meta.get("task_stats"):
+        trainer.task_stats.rate = dict(meta["task_stats"])
+    state.rows = list(meta["rows"])
+    state.validation = {int(s): v for s, v in meta["validation"].items()}
+    state.checkpoints = {int(s): Path(p) for s, p in meta["checkpoints"].items()}
+    return int(meta["step"])
 
 
 class PreflightFailed(RuntimeError):

@@ -47,6 +47,12 @@ def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg: EditMenuConfig):
     return demos
 
 
+def cache_root(policy_cfg) -> Path:
+    import os
+
+    return Path(policy_cfg.cache_dir or os.environ.get("BUGFIX_RL_CACHE") or Path.home() / ".cache" / "bugfix_rl")
+
+
 def recipe_key(recipe, arch: TinyAgentConfig, tokenizer: Tokenizer) -> str:
     blob = json.dumps([dataclasses.asdict(recipe) if dataclasses.is_dataclass(recipe) else dict(recipe),
                        dataclasses.asdict(arch), tokenizer.words, torch.__version__], sort_keys=True)
@@ -56,7 +62,7 @@ def recipe_key(recipe, arch: TinyAgentConfig, tokenizer: Tokenizer) -> str:
 def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True) -> TinyAgent:
     """Load the cached RL base or build it by the recipe (deterministic for a given thread count)."""
     recipe, arch = policy_cfg.base, architecture(policy_cfg)
-    path = Path(policy_cfg.cache_dir) / f"rl_base-{recipe_key(recipe, arch, tokenizer)}.safetensors"
+    path = cache_root(policy_cfg) / f"rl_base-{recipe_key(recipe, arch, tokenizer)}.safetensors"
     model = TinyAgent(tokenizer.vocab_size, arch)
     if cache and path.is_file():
         try:

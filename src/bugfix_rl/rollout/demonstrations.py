@@ -1,0 +1,34 @@
+"""Demonstrations for SFT: scripted oracle episodes on renamed tasks, or rejection sampling
+(the policy's own successful episodes)."""
+
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+import torch
+
+from bugfix_rl.gym.edit_menu import RENAME_POOL
+from bugfix_rl.gym.tasks import Task
+from bugfix_rl.rollout.collect import sample_groups
+from bugfix_rl.rollout.sampler import scripted_episode
+from bugfix_rl.rollout.trajectory import Trajectory
+
+
+def oracle_demonstrations(tasks: list[Task], count: int, make_env: Callable, tokenizer, oracle_cls,
+                          seed: int) -> list[Trajectory]:
+    """`count` oracle episodes cycling over `tasks`, each with a freshly drawn function name."""
+    rng = random.Random(seed)
+    demos = []
+    for i in range(count):
+        env = make_env(tasks[i % len(tasks)], rng.choice(RENAME_POOL))
+        demos.append(scripted_episode(oracle_cls(), env, tokenizer))
+    return demos
+
+
+def rejection_sampled(model, tokenizer, tasks: list[Task], per_task: int, make_env: Callable, temperature: float,
+                      seed: int) -> list[Trajectory]:
+    """The policy's own episodes that earned reward 1 (per_task attempts per task)."""
+    trajectories = sample_groups(model, tokenizer, tasks, per_task, make_env, temperature,
+                                 torch.Generator().manual_seed(seed))
+    return [t for t in trajectories if t.reward >= 1.0]

@@ -1,0 +1,49 @@
+"""Shared fixtures: the word tokenizer, the cached RL base, and small train configs."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from bugfix_rl.config import TrainConfig
+from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.policy.tokenizer import build_tokenizer
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return build_tokenizer(make_tasks("all"))
+
+
+@pytest.fixture(scope="session")
+def rl_base(tokenizer):
+    """The real RL base (built once per machine, then loaded from ~/.cache/bugfix_rl)."""
+    from bugfix_rl.policy.rl_base import make_rl_base
+
+    torch.set_num_threads(2)
+    return make_rl_base(tokenizer, TrainConfig().policy)
+
+
+@pytest.fixture
+def base_copy(rl_base):
+    return copy.deepcopy(rl_base)
+
+
+def small_config(**overrides) -> TrainConfig:
+    """A quick train config: a few steps, small groups, no console, no test eval unless asked."""
+    cfg = TrainConfig()
+    cfg.steps = 3
+    cfg.logger.console = False
+    cfg.eval.n_val = 2
+    cfg.eval.n_test = 2
+    cfg.eval.test = False
+    cfg.preflight = False
+    for key, value in overrides.items():
+        node = cfg
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = getattr(node, part)
+        setattr(node, leaf, value)
+    return cfg
