@@ -1,0 +1,45 @@
+"""Bad input gets one clear line and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+CASES = [
+    (["train", "algo.adv_mod=grpo"], "unknown config key 'algo.adv_mod'", "adv_mode"),
+    (["train", "algo.adv_mode=ppo"], "algo.adv_mode=ppo is not allowed", "dr_grpo"),
+    (["train", "algo.lr=fast"], "bad value for 'algo.lr'", "fast"),
+    (["train", "algo=nope"], "unknown algo 'nope'", "grpo"),
+    (["train", "seed=0,x", "-m"], "bad value for 'seed'", "x"),
+    (["train", "nonsense=1"], "unknown config key 'nonsense'", "steps"),
+    (["train", "algo.group_size=1"], "algo.group_size=1 must be >= 2", ""),
+    (["preflight", "env.reward=secret"], "env.reward=secret is not allowed", "public"),
+    (["frobnicate"], "unknown command 'frobnicate'", "train"),
+]
+
+
+def _run(args):
+    return subprocess.run([sys.executable, "-m", "bugfix_rl.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args,message,names", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_config_is_one_line_exit_2(args, message, names):
+    result = _run(args)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert message in lines[0] and names in lines[0]
+
+
+def test_help_and_cfg_job_work():
+    assert _run(["train", "--help"]).returncode == 0
+    shown = _run(["train", "+exp=capstone", "--cfg", "job"])
+    assert shown.returncode == 0 and "steps: 60" in shown.stdout
+
+
+def test_missing_resume_checkpoint_is_one_line_exit_2(tmp_path):
+    result = _run(["train", "+exp=smoke", f"resume={tmp_path}/nope.safetensors", f"hydra.run.dir={tmp_path}/run"])
+    assert result.returncode == 2 and "checkpoint not found" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
