@@ -7,6 +7,7 @@ minibatch, so splitting a minibatch into micro-batches leaves the gradient uncha
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -28,8 +29,15 @@ class LogProbs:
     entropy: torch.Tensor
 
 
-def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_grad: bool = False) -> LogProbs:
-    """The trainer's log pi(ids[t+1] | ids[:t+1]) at the sampler's temperature.   ids [B, T]"""
+def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_grad: bool = False,
+                   mask: torch.Tensor | None = None) -> LogProbs:
+    """The trainer's log pi(ids[t+1] | ids[:t+1]) at the sampler's temperature.   ids [B, T]
+
+    mask [B, T-1] (optional) marks the positions whose values are needed. A model with its own
+    `token_logprobs(ids, temperature, mask, with_entropy_grad)` (a chat model, policy/qwen3.py: LM head
+    at those positions only) computes them itself, with 0 elsewhere."""
+    if hasattr(model, "token_logprobs"):
+        return model.token_logprobs(ids, temperature, mask, with_entropy_grad)
     logits = model(ids)[:, :-1] / temperature  # [B, T-1, V]
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1)
@@ -50,17 +58,23 @@ def micro_batches(batch: Batch, size: int):
         yield slice(start, start + size)
 
 
-def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None):
-    """Loss of one (micro-)batch, already weighted for its minibatch; plus detached statistics."""
-    out = token_logprobs(model, mb.ids, algo.temperature, with_entropy_grad=algo.entropy_coef > 0)
+def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None, is_weights=None):
+    """Loss of one (micro-)batch, already weighted for its minibatch; plus detached statistics.
+
+    is_weights: [B, >=T-1] truncated importance weights (or None), multiplied into the clipped
+    policy-gradient term only, not into the KL or entropy terms.
+    """
+    out = token_logprobs(model, mb.ids, algo.temperature, with_entropy_grad=algo.entropy_coef > 0, mask=mb.mask)
     mask = mb.mask
     weights = weights[:, : mask.shape[1]]  # the micro-batch is trimmed to its own longest row
     log_ratio = RATIOS[algo.ratio_level](out.logp, mb.old_logp, mask)
     per_token, stats = ppo_clip_loss(log_ratio, mb.advantages, mask, algo.clip_low, algo.clip_high,
                                      algo.dual_clip)
+    if is_weights is not None:
+        per_token = per_token * is_weights[:, : mask.shape[1]]
     if algo.kl_coef > 0 and not algo.kl_in_reward:
         with torch.no_grad():
-            ref_logp = token_logprobs(ref_model, mb.ids, algo.temperature).logp
+            ref_logp = token_logprobs(ref_model, mb.ids, algo.temperature, mask=mb.mask).logp
         kl = KL_ESTIMATORS[algo.kl_kind](out.logp, ref_logp)
         per_token = per_token + algo.kl_coef * kl
         stats["kl_ref"] = float((kl.detach() * mask).sum() / mask.sum().clamp_min(1))
@@ -71,47 +85,82 @@ def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None
     stats["entropy"] = float((out.entropy.detach() * mask).sum() / n_tokens)
     gap = (out.logp.detach() - mb.old_logp).abs() * mask
     stats["logp_gap"] = float(gap.max()) if mask.any() else 0.0
+    stats["logp_gap_tokens"] = gap[mask > 0]  # [policy tokens] (a tensor: policy_update pops it)
     stats["tokens"] = float(mask.sum())
     return loss, stats
+
+
+def zero_advantage_split(mb: Batch, algo) -> list[tuple[torch.Tensor | slice, bool]]:
+    """(rows, needs backward) parts of a micro-batch. Rows with advantage 0 have loss and gradient
+    exactly 0 when no KL or entropy term applies to them, so they skip the backward (a no-grad pass
+    still measures their statistics); the minibatch's aggregation weights still count their tokens."""
+    idle = mb.advantages == 0
+    if algo.entropy_coef > 0 or (algo.kl_coef > 0 and not algo.kl_in_reward) or not idle.any():
+        return [(slice(None), True)]
+    return [(index, backward) for index, backward in (((~idle).nonzero().squeeze(1), True),
+                                                      (idle.nonzero().squeeze(1), False)) if len(index)]
 
 
 def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generator, ref_model=None) -> dict:
     """Epochs x minibatches of clipped updates on `batch` (advantages filled). Returns step metrics.
 
-    old_logp are the sampler's log-probs, so the ratio is exactly 1 at the first minibatch; the
-    sampler-trainer gap is read there, before any parameter changed.
+    Without tis_cap, old_logp are the sampler's log-probs mu and anchor the PPO ratio, so the ratio is
+    exactly 1 at the first minibatch; the sampler-trainer gap is read there, before any parameter
+    changed. With tis_cap (decoupled correction, design review question 16), the trainer's log-probs
+    before this step, pi_old, anchor the ratio pi_theta / pi_old that PPO clips, and the clipped term
+    is weighted by min(pi_old / mu, C); both are computed once per step, before any update.
     """
     params = [p for p in model.parameters() if p.requires_grad]
     sums: dict[str, float] = {}
     token_total, first = 0.0, None
-    grad_norms = []
+    grad_norms, first_gaps = [], []
+    is_weights, tis_metrics = None, {}
+    if algo.tis_cap is not None:
+        with torch.no_grad():
+            prox = token_logprobs(model, batch.ids, algo.temperature).logp  # [B, T-1] pi_old
+        is_weights, truncated = truncated_is_weights(prox, batch.old_logp, batch.mask, algo.tis_cap, algo.tis_level)
+        tis_metrics["tis_truncated_frac"] = truncated
+        first = {"logp_gap": float(((prox - batch.old_logp).abs() * batch.mask).max())}
+        batch = dataclasses.replace(batch, old_logp=prox)  # a new Batch: the caller's old_logp stay mu
     for _epoch in range(algo.epochs):
         order = torch.randperm(len(batch), generator=generator)
         for rows in order.chunk(algo.minibatches):
             mb = batch.rows(rows)
             weights = AGGREGATIONS[algo.loss_mode](mb.mask, algo.norm_const)
-            if algo.tis_cap is not None:
-                # old_logp (the sampler's mu) vs the current proximal policy before this minibatch
-                with torch.no_grad():
-                    prox = token_logprobs(model, mb.ids, algo.temperature).logp
-                tis, truncated = truncated_is_weights(prox, mb.old_logp, mb.mask, algo.tis_cap, algo.tis_level)
-                weights = weights * tis
-                sums["tis_truncated_frac"] = sums.get("tis_truncated_frac", 0.0) + truncated
+            mb_is_weights = None if is_weights is None else is_weights[rows]
             optimizer.zero_grad(set_to_none=True)
             for part in micro_batches(mb, algo.micro_batch_size):
-                loss, stats = minibatch_loss(model, mb.rows(part), weights[part], algo, ref_model)
-                loss.backward()
-                if first is None:
-                    first = {"logp_gap": stats["logp_gap"]}
-                for key, value in stats.items():
-                    if key != "logp_gap":
-                        sums[key] = sums.get(key, 0.0) + value * (stats["tokens"] if key != "tokens" else 1)
-                token_total += stats["tokens"]
+                sub, sub_weights = mb.rows(part), weights[part]
+                sub_is_weights = None if mb_is_weights is None else mb_is_weights[part]
+                for index, backward in zero_advantage_split(sub, algo):
+                    piece = sub if isinstance(index, slice) else sub.rows(index)
+                    with torch.set_grad_enabled(backward):
+                        loss, stats = minibatch_loss(model, piece, sub_weights[index], algo, ref_model,
+                                                     None if sub_is_weights is None else sub_is_weights[index])
+                    if backward:
+                        loss.backward()
+                    gaps = stats.pop("logp_gap_tokens", None)
+                    if not grad_norms and gaps is not None:  # the first minibatch: no parameter moved yet
+                        first_gaps.append(gaps)
+                    if first is None:
+                        first = {"logp_gap": stats["logp_gap"]}
+                    for key, value in stats.items():
+                        if key != "logp_gap":
+                            sums[key] = sums.get(key, 0.0) + value * (stats["tokens"] if key != "tokens" else 1)
+                    token_total += stats["tokens"]
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, algo.max_grad_norm)))
             optimizer.step()
-    metrics = {k: v / max(token_total, 1.0) for k, v in sums.items() if k not in ("tokens", "tis_truncated_frac")}
-    if "tis_truncated_frac" in sums:
-        metrics["tis_truncated_frac"] = sums["tis_truncated_frac"] / (algo.epochs * algo.minibatches)
+    metrics = {k: v / max(token_total, 1.0) for k, v in sums.items() if k != "tokens"}
+    metrics.update(tis_metrics)
     metrics["grad_norm"] = sum(grad_norms) / len(grad_norms)
     metrics.update(first or {"logp_gap": 0.0})
+    metrics.update(gap_summary(first_gaps))
     return metrics
+
+
+def gap_summary(gaps: list[torch.Tensor]) -> dict[str, float]:
+    """Mean and 99th percentile of |trainer - sampler| log-prob over the policy tokens measured."""
+    values = torch.cat(gaps).float() if gaps else torch.zeros(0)
+    if not len(values):
+        return {"logp_gap_mean": 0.0, "logp_gap_p99": 0.0}
+    return {"logp_gap_mean": float(values.mean()), "logp_gap_p99": float(torch.quantile(values, 0.99))}
