@@ -57,12 +57,20 @@ class TaskStats:
 
 
 def draw_tasks(tasks: list[Task], n: int, weights: torch.Tensor, generator: torch.Generator) -> list[Task]:
-    """n distinct tasks (or all, if n >= len(tasks)); uniform weights use randperm (the book's stream)."""
+    """n distinct tasks (or all, if n >= len(tasks)); uniform weights use randperm (the book's stream).
+
+    Zero-weight (filtered-out) tasks are drawn only when fewer than n tasks have a positive weight,
+    and then uniformly (torch.multinomial without replacement needs n positive weights).
+    """
     n = min(n, len(tasks))
     if bool((weights == weights[0]).all()):
         index = torch.randperm(len(tasks), generator=generator)[:n]
     else:
-        index = torch.multinomial(weights, n, replacement=False, generator=generator)
+        positive = int((weights > 0).sum())
+        index = torch.multinomial(weights, min(n, positive), replacement=False, generator=generator)
+        if positive < n:
+            rest = (weights <= 0).nonzero().squeeze(1)
+            index = torch.cat([index, rest[torch.randperm(len(rest), generator=generator)[: n - positive]]])
     return [tasks[i] for i in index.tolist()]
 
 
