@@ -71,7 +71,7 @@ def find_runs(root: str | Path) -> list[Run]:
     """Every run under `root` (recursively, by eval.json); ReportError if there are none."""
     root = Path(root)
     if not root.is_dir():
-        raise ReportError(f"no runs: {root} is not a directory")
+        raise ReportError(f"no runs under {root} (no such directory)")
     runs = [read_run(p) for p in sorted(root.rglob("eval.json"))]
     if not runs:
         raise ReportError(f"no runs under {root} (looked for <run>/eval.json; is the sweep finished?)")
@@ -212,7 +212,7 @@ def table_cells(report: Report, row: ArmRow) -> list[str]:
 def table_header(report: Report) -> list[str]:
     score = "held-out" if report.source == "heldout" else "test"
     return ["arm", "seeds", f"{score} pass@1 by seed", "mean", f"vs {report.reference}, paired [95% CI]",
-            "late reward", "exploit", "final entropy", "episodes sampled"]
+            "late reward", "exploit", "entropy", "episodes"]
 
 
 def describe(report: Report) -> str:
@@ -220,8 +220,9 @@ def describe(report: Report) -> str:
              else "test tasks (eval.json 'test', chosen checkpoint)")
     return (f"{len(report.runs)} runs, {len(report.rows)} arms; score: pass@1 on {report.tasks} {score},"
             f" {report.episodes} episodes per task per run. The paired interval resamples tasks after averaging"
-            f" each task over seeds; late reward / exploit are means of the last 5 steps, entropy of the last"
-            f" step, episodes sampled per run; all averaged over seeds.")
+            f" each task over seeds; late reward and exploit use are means of the last 5 training steps, entropy"
+            f" is the last step's (nats, policy tokens), episodes are those sampled per run; all averaged over"
+            f" seeds.")
 
 
 def power_lines(power: dict) -> list[str]:

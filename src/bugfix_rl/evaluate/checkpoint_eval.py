@@ -54,13 +54,17 @@ def config_from_meta(meta: dict, path) -> object:
 
 
 def load_policy(path: str) -> LoadedPolicy:
-    """Rebuild the tokenizer (from the stored vocabulary) and the policy of a training checkpoint."""
+    """Rebuild the tokenizer and the policy of a training checkpoint from its stored config.
+
+    The tokenizer is rebuilt for the stored config (not read from the stored vocabulary), so a
+    checkpoint whose vocabulary no longer matches the gym fails in build_policy with one line instead
+    of meeting an unknown word mid-episode.
+    """
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
-    from bugfix_rl.policy.tokenizer import Tokenizer
 
     _, meta = load_checkpoint(path)
     cfg = config_from_meta(meta, path)
-    tokenizer = Tokenizer(tuple(meta["vocab"])) if meta.get("vocab") else build_tokenizer_for(cfg)
+    tokenizer = build_tokenizer_for(cfg)
     model = build_policy(cfg.policy, tokenizer, init=str(path)).eval()
     return LoadedPolicy(str(path), model, tokenizer, cfg, meta.get("step"))
 
