@@ -103,14 +103,16 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     algo_kl = dataclasses.replace(algo, kl_coef=0.1, kl_in_reward=False) if dataclasses.is_dataclass(algo) else algo
     # 1. the mask is exactly the policy's tokens, aligned with ids[:, 1:]
     mismatches = 0
+    policy_mask = getattr(model, "structural_policy_mask", None)  # a chat model knows its own turn structure
     for row, traj in enumerate(trajectories):
-        expected = torch.tensor(structural_policy_mask(traj, tokenizer, max_action_tokens)[1:], dtype=torch.float)
+        structure = policy_mask(traj) if policy_mask else structural_policy_mask(traj, tokenizer, max_action_tokens)
+        expected = torch.tensor(structure[1:], dtype=torch.float)
         got = batch.mask[row, : len(expected)]
         mismatches += int((got != expected).sum()) + int(batch.mask[row, len(expected):].sum())
     checks["mask = policy tokens"] = _verdict("mask = policy tokens", mismatches)
     # 2-3. the trainer reproduces the sampler's log-probs; the ratio is 1 before any update
     with torch.no_grad():
-        logp = token_logprobs(model, batch.ids, algo.temperature).logp
+        logp = token_logprobs(model, batch.ids, algo.temperature, mask=batch.mask).logp
     on_mask = batch.mask > 0
     gap = float((logp - batch.old_logp).abs()[on_mask].max())
     checks["sampler = trainer log-prob"] = _verdict("sampler = trainer log-prob", gap)
@@ -146,11 +148,11 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     with torch.no_grad():
         # the trainer's own log-probs before the step: measured from the sampler's instead, the ~1e-6
         # sampler/trainer gap made an update that does nothing pass checks 7 and 8
-        before_logp = token_logprobs(learner, batch.ids, algo.temperature).logp
+        before_logp = token_logprobs(learner, batch.ids, algo.temperature, mask=batch.mask).logp
     update_fn(learner, optimizer, batch, algo_kl, torch.Generator().manual_seed(0), reference)
     with torch.no_grad():
-        new_logp = token_logprobs(learner, batch.ids, algo.temperature).logp
-        ref_logp = token_logprobs(reference, batch.ids, algo.temperature).logp
+        new_logp = token_logprobs(learner, batch.ids, algo.temperature, mask=batch.mask).logp
+        ref_logp = token_logprobs(reference, batch.ids, algo.temperature, mask=batch.mask).logp
     frozen = torch.equal(old_before, batch.old_logp)
     moved = float(((new_logp - before_logp).abs() * batch.mask).sum() / batch.mask.sum())
     checks["old_logp frozen in the update"] = _verdict("old_logp frozen in the update", moved if frozen else 0.0)
@@ -177,8 +179,20 @@ def first_batch(model, tokenizer, make_env, algo, seed: int = 0, temperature: fl
     return trajectories, batch
 
 
+SIGNAL_ATTEMPTS = 4
+
+
 def run_preflight(cfg, model, tokenizer, make_env) -> dict[str, dict]:
-    trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=cfg.seed)
+    """The nine checks on the first batch that carries a learning signal.
+
+    The update checks (7-9) need at least one group whose rewards differ; when the first batch has
+    none, up to SIGNAL_ATTEMPTS batches (seeds seed, seed+1, ...) are drawn, and if none has signal the
+    checks run anyway on the last one and fail: a policy that never succeeds cannot be trained.
+    """
+    for attempt in range(SIGNAL_ATTEMPTS):
+        trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=cfg.seed + attempt)
+        if bool((batch.advantages != 0).any()):
+            break
     max_action_tokens = make_env(make_first_task(), None).max_action_tokens
     return check_batch(model, trajectories, batch, cfg.algo, tokenizer, max_action_tokens)
 

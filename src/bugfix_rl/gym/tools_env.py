@@ -33,6 +33,15 @@ from functools import lru_cache
 
 from bugfix_rl.gym.edit_menu import RENAME_POOL, REWARD_MODES
 from bugfix_rl.gym.ops import apply_op
+
+
+def _apply_op_or_none(task, source: str, op: str) -> str | None:
+    """apply_op on text a model may have written: ops assume well-formed gym code, so any parse or
+    shape error means the op does not describe this edit."""
+    try:
+        return apply_op(task, source, op)
+    except (SyntaxError, ValueError, IndexError):
+        return None
 from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS, Task
 from bugfix_rl.gym.tool_calls import (
     Malformed, ToolCall, ToolResult, cat_n, code_to_words, file_lines, observation_words,
@@ -175,7 +184,7 @@ def repo_words(task: Task) -> set[str]:
     words: set[str] = set()
     for name in (task.fn_name,) + RENAME_POOL:
         repo = make_repo(task, name)
-        texts = list(repo.values()) + [apply_op(task, repo[source_file(name)], op) or "" for op in ALL_OPS]
+        texts = list(repo.values()) + [_apply_op_or_none(task, repo[source_file(name)], op) or "" for op in ALL_OPS]
         for text in texts:
             words.update(code_to_words(text))
         words.update(issue_words(name).split())
@@ -322,7 +331,7 @@ class ToolsEnv:
     def _store(self, name: str, text: str) -> None:
         if name == self.source_path and text != self.files[name]:
             before = self.files[name]
-            same = [op for op in ALL_OPS if apply_op(self.task, before, op) == text]
+            same = [op for op in ALL_OPS if _apply_op_or_none(self.task, before, op) == text]
             self.info.ops.append(same[0] if same else "other")
         self.files[name] = text
 
