@@ -14,9 +14,9 @@ from bugfix_rl.evaluate.evaluate import behaviour_stats
 
 PANELS = {
     "outcome": ("reward", "pass_rate", "exploit"),
-    "behaviour": ("reads", "tests", "edits", "turns", "malformed"),
+    "behaviour": ("reads", "tests", "edits", "turns", "malformed", "failed"),
     "optimizer": ("entropy", "zero_adv_frac", "approx_kl", "clip_frac", "grad_norm"),
-    "consistency": ("logp_gap",),
+    "consistency": ("logp_gap", "logp_gap_mean", "logp_gap_p99"),
 }
 CONSOLE_KEYS = ("reward", "reads", "tests", "entropy", "zero_adv_frac", "approx_kl", "clip_frac", "grad_norm",
                 "logp_gap")

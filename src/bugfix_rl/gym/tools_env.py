@@ -44,7 +44,7 @@ def _apply_op_or_none(task, source: str, op: str) -> str | None:
         return None
 from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS, Task
 from bugfix_rl.gym.tool_calls import (
-    Malformed, ToolCall, ToolResult, cat_n, code_to_words, file_lines, observation_words,
+    TOOL_NAMES, Malformed, ToolCall, ToolResult, cat_n, code_to_words, file_lines, observation_words,
     parse_compact_turn, parse_json_calls, render_text, summarize_script_output, summarize_test_output,
     tools_vocabulary,
 )
@@ -135,6 +135,7 @@ class ToolsEpisodeInfo:
                    "exploit": float(self.exploit), "submitted": float(self.submitted),
                    "truncated": float(self.truncated)}
         numbers.update({f"failed_{kind}": self.failed[kind] for kind in FAILURE_KINDS})
+        numbers.update({f"calls_{tool}": self.calls[tool] for tool in TOOL_NAMES})
         return numbers
 
 

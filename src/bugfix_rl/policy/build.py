@@ -1,4 +1,4 @@
-"""Policy registry: config -> tokenizer and model (TinyAgent now; Qwen3 through transformers)."""
+"""Policy registry: config -> tokenizer and model (TinyAgent; Qwen3 through transformers, policy/qwen3.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from bugfix_rl.policy.tiny import TinyAgent
 from bugfix_rl.policy.tokenizer import Tokenizer, build_tokenizer
 
 
-def build_tokenizer_for(cfg) -> Tokenizer:
+def _word_tokenizer(cfg) -> Tokenizer:
     """The word tokenizer over all tasks, plus the tools env's words when that env is selected."""
     extra = set()
     if cfg.env.name == "tools":
@@ -19,9 +19,14 @@ def build_tokenizer_for(cfg) -> Tokenizer:
     return build_tokenizer(make_tasks("all"), extra)
 
 
-def build_policy(policy_cfg, tokenizer: Tokenizer, init: str | None = None):
-    """A TinyAgent from `init` (default policy_cfg.init): rl_base, scratch, or a checkpoint path."""
-    init = init or policy_cfg.init
+def _chat_tokenizer(cfg):
+    from bugfix_rl.policy.qwen3 import load_chat_tokenizer
+
+    return load_chat_tokenizer(cfg.policy)
+
+
+def _tiny_agent(policy_cfg, tokenizer: Tokenizer, init: str):
+    """A TinyAgent from `init`: rl_base, scratch, or a checkpoint path."""
     if init == "rl_base":
         return make_rl_base(tokenizer, policy_cfg)
     model = TinyAgent(tokenizer.vocab_size, architecture(policy_cfg))
@@ -34,3 +39,30 @@ def build_policy(policy_cfg, tokenizer: Tokenizer, init: str | None = None):
         raise CheckpointError(f"checkpoint {init} was trained with a different vocabulary (another env?)")
     load_model_state(model, tensors, init)
     return model
+
+
+def _qwen3(policy_cfg, tokenizer, init: str):
+    """A Hugging Face Qwen3 from policy.model (init 'pretrained'), or with a checkpoint's weights."""
+    from bugfix_rl.policy.qwen3 import build_qwen3
+
+    return build_qwen3(policy_cfg, tokenizer, init)
+
+
+# policy.name -> (cfg -> tokenizer, (policy_cfg, tokenizer, init) -> model)
+TOKENIZERS = {"tiny": _word_tokenizer, "qwen3": _chat_tokenizer}
+POLICIES = {"tiny": _tiny_agent, "qwen3": _qwen3}
+
+
+def build_tokenizer_for(cfg):
+    """The policy's tokenizer (the word tokenizer for TinyAgent, the model's own for a chat model)."""
+    if cfg.policy.name not in TOKENIZERS:
+        raise KeyError(f"unknown policy {cfg.policy.name!r}; valid: {', '.join(TOKENIZERS)}")
+    return TOKENIZERS[cfg.policy.name](cfg)
+
+
+def build_policy(policy_cfg, tokenizer, init: str | None = None):
+    """The policy from `init` (default policy_cfg.init): for TinyAgent rl_base, scratch or a checkpoint
+    path; for Qwen3 pretrained or a checkpoint path."""
+    if policy_cfg.name not in POLICIES:
+        raise KeyError(f"unknown policy {policy_cfg.name!r}; valid: {', '.join(POLICIES)}")
+    return POLICIES[policy_cfg.name](policy_cfg, tokenizer, init or policy_cfg.init)

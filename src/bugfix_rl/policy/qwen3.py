@@ -1,0 +1,190 @@
+"""Qwen3 (`policy=qwen3`): a Hugging Face causal LM and its tokenizer behind the hooks the generic
+pipeline calls, so the same trainer runs it and TinyAgent:
+
+- `sample_episodes(envs, groups, temperature, generator)`: batched token-in/token-out chat episodes
+  (rollout/chat_sampler.py), sampler log-probs recorded per token;
+- `token_logprobs(ids, temperature, mask, with_entropy_grad)`: the memory-frugal trainer pass, hidden
+  states from the base model and the LM head only at the positions where mask is 1 (policy tokens),
+  so a [B, T, V] logits tensor never exists; entropy at those positions only (0 elsewhere);
+- `structural_policy_mask(trajectory)`: the preflight's mask from token structure alone;
+- `make_optimizer(lr)`: AdamW without weight decay (the book's setting).
+
+Loading is offline unless `policy.allow_download`: `policy.model` is a local directory or a hub id
+already in the HF cache. At construction the token path is checked against the chat template for both
+envs' tool schemas (policy/chat_template.py) and a mismatch stops the run with one error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+import torch.nn as nn
+
+from bugfix_rl.algo.objective import entropy_from_logits
+from bugfix_rl.checkpoint import CheckpointError
+from bugfix_rl.policy.chat_template import ChatTokenPath, check_token_path
+from bugfix_rl.rollout.chat_sampler import sample_chat_episodes
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+class ModelNotFoundError(CheckpointError):
+    """policy.model is neither a local directory nor (offline) in the HF cache; one-line message."""
+
+
+@dataclass(frozen=True)
+class ChatTokenizer:
+    """The word-tokenizer attributes the generic code reads (pad id for collate, vocab size for the
+    preflight's padding noise, words for checkpoint metadata), over a Hugging Face tokenizer."""
+
+    hf: object
+
+    @property
+    def pad_id(self) -> int:
+        pad = self.hf.pad_token_id
+        return pad if pad is not None else self.hf.convert_tokens_to_ids("<|endoftext|>")
+
+    @property
+    def bos_id(self) -> int | None:
+        return self.hf.bos_token_id
+
+    @property
+    def end_of_action_id(self) -> int:
+        return self.hf.convert_tokens_to_ids("<|im_end|>")
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.hf)
+
+    @cached_property
+    def words(self) -> tuple[str, ...]:
+        return tuple(self.hf.convert_ids_to_tokens(list(range(len(self.hf)))))
+
+    def encode(self, text: str) -> list[int]:
+        return self.hf.encode(text, add_special_tokens=False)
+
+    def decode(self, ids) -> str:
+        return self.hf.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def _missing(policy_cfg, error: Exception) -> ModelNotFoundError:
+    where = "" if policy_cfg.allow_download else " (offline: set policy.allow_download=true to fetch it)"
+    return ModelNotFoundError(f"policy.model={policy_cfg.model!r} is not a local model directory nor in the "
+                              f"Hugging Face cache{where}: {str(error).splitlines()[0][:160]}")
+
+
+def load_chat_tokenizer(policy_cfg) -> ChatTokenizer:
+    from transformers import AutoTokenizer
+
+    if not policy_cfg.model:
+        raise ModelNotFoundError("policy=qwen3 needs policy.model=<local directory or cached hub id, e.g. "
+                                 "Qwen/Qwen3-0.6B>")
+    try:
+        hf = AutoTokenizer.from_pretrained(policy_cfg.model, local_files_only=not policy_cfg.allow_download)
+    except (OSError, ValueError) as error:
+        raise _missing(policy_cfg, error) from None
+    return ChatTokenizer(hf)
+
+
+def load_causal_lm(policy_cfg):
+    from transformers import AutoModelForCausalLM
+
+    try:
+        lm = AutoModelForCausalLM.from_pretrained(policy_cfg.model, dtype=DTYPES[policy_cfg.dtype],
+                                                  local_files_only=not policy_cfg.allow_download)
+    except (OSError, ValueError) as error:
+        raise _missing(policy_cfg, error) from None
+    return lm.to("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def policy_position_logprobs(hidden: torch.Tensor, head: nn.Module, ids: torch.Tensor, select: torch.Tensor,
+                             temperature: float, with_entropy_grad: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """log pi(ids[t+1]) and entropy at the selected positions, LM head applied there only.
+
+    hidden [B, T, H] (base model output for ids [B, T]); select [B, T-1] bool, aligned with ids[:, 1:].
+    Returns logp, entropy [B, T-1] float32, 0 where not selected (entropy detached unless asked)."""
+    rows, cols = select.nonzero(as_tuple=True)  # N selected positions
+    logits = head(hidden[rows, cols]).float() / temperature  # [N, V]
+    logp_all = torch.log_softmax(logits, dim=-1)
+    token_logp = logp_all.gather(1, ids[rows, cols + 1, None]).squeeze(1)  # [N]
+    if with_entropy_grad:
+        entropy = entropy_from_logits(logits)
+    else:
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+    shape = select.shape
+    zeros = torch.zeros(shape, dtype=torch.float32, device=hidden.device)
+    return zeros.index_put((rows, cols), token_logp), zeros.index_put((rows, cols), entropy)
+
+
+class QwenPolicy(nn.Module):
+    """A causal LM with its chat token path. `cfg` is the PolicyConfig (max_len, max_new_tokens, ...)."""
+
+    def __init__(self, lm, tokenizer: ChatTokenizer, cfg):
+        super().__init__()
+        self.lm, self.cfg = lm, cfg
+        self.path = ChatTokenPath(tokenizer.hf)
+        if len(tokenizer.hf) > lm.get_input_embeddings().num_embeddings:
+            raise ModelNotFoundError(f"tokenizer of {cfg.model!r} has {len(tokenizer.hf)} tokens, more than the "
+                                     f"model's {lm.get_input_embeddings().num_embeddings} embeddings")
+        from bugfix_rl.gym.chat import CHAT_FRONT_ENDS
+
+        for front_end in CHAT_FRONT_ENDS.values():  # one clear error at start-up, never a silent drift
+            check_token_path(self.path, front_end.tools)
+        if cfg.gradient_checkpointing:
+            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            lm.config.use_cache = False  # the sampler asks for its cache explicitly
+        lm.train()  # dropout is 0 in Qwen3; train mode is what turns gradient checkpointing on
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.lm.parameters()).device
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Plain full logits [B, T, V] (the reference path the frugal one is tested against)."""
+        return self.lm(input_ids=ids.to(self.device), use_cache=False).logits.float().to(ids.device)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def sample_episodes(self, envs, groups, temperature: float, generator: torch.Generator):
+        was_training = self.lm.training
+        self.lm.eval()  # HF turns the cache off under gradient checkpointing in train mode
+        try:
+            return sample_chat_episodes(self.lm, self.path, envs, groups, temperature, generator,
+                                        self.cfg.max_new_tokens, self.cfg.max_len, self.cfg.generation_batch)
+        finally:
+            self.lm.train(was_training)
+
+    def token_logprobs(self, ids: torch.Tensor, temperature: float, mask: torch.Tensor | None = None,
+                       with_entropy_grad: bool = False):
+        """The trainer's log-probs of ids[:, 1:] [B, T-1], on ids' device; LM head at mask > 0 only."""
+        from bugfix_rl.algo.update import LogProbs
+
+        x = ids.to(self.device)
+        select = (torch.ones(x.shape[0], x.shape[1] - 1, dtype=torch.bool, device=self.device) if mask is None
+                  else mask.to(self.device) > 0)
+        hidden = self.lm.get_decoder()(input_ids=x, use_cache=False).last_hidden_state  # [B, T, H]
+        logp, entropy = policy_position_logprobs(hidden, self.lm.get_output_embeddings(), x, select, temperature,
+                                                 with_entropy_grad)
+        return LogProbs(logp.to(ids.device), entropy.to(ids.device))
+
+    def structural_policy_mask(self, trajectory) -> list[bool]:
+        return self.path.policy_mask(trajectory.ids, self.cfg.max_new_tokens)
+
+    def make_optimizer(self, lr: float) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(self.parameters(), lr=lr, weight_decay=0.0)
+
+
+def build_qwen3(policy_cfg, tokenizer: ChatTokenizer, init: str | None = None) -> QwenPolicy:
+    """The pretrained model (init 'pretrained'), or it with the weights of one of our checkpoints."""
+    from bugfix_rl.checkpoint import load_checkpoint, load_model_state
+
+    policy = QwenPolicy(load_causal_lm(policy_cfg), tokenizer, policy_cfg)
+    init = init or policy_cfg.init
+    if init != "pretrained":
+        tensors, _ = load_checkpoint(init)
+        load_model_state(policy, tensors, init)
+    return policy
