@@ -12,7 +12,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-COMMANDS = ("train", "preflight", "eval", "report", "sft", "bench")
+COMMANDS = ("train", "preflight", "eval", "report", "sft", "bench", "simulate")
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 GROUPS = ("env", "policy", "algo", "logger", "exp", "ablation")
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
@@ -32,7 +32,8 @@ def fail(message: str) -> None:
 def _schema_for(command: str):
     from bugfix_rl import config
 
-    return {"eval": config.EvalCommandConfig, "report": config.ReportConfig}.get(command, config.TrainConfig)
+    return {"eval": config.EvalCommandConfig, "report": config.ReportConfig,
+            "simulate": config.SimulateConfig}.get(command, config.TrainConfig)
 
 
 def _group_options(group: str) -> list[str]:
@@ -187,8 +188,18 @@ def _bench(cfg):
     bench_command(_to_object(cfg))
 
 
+def _simulate(cfg):
+    from bugfix_rl.simulate import simulate_command
+
+    try:
+        simulate_command(_to_object(cfg))
+    except ValueError as err:
+        raise UserError(str(err)) from None
+
+
 BODIES = {"train": (_train, "train"), "preflight": (_preflight, "train"), "eval": (_eval, "eval"),
-          "report": (_report, "report"), "sft": (_sft, "train"), "bench": (_bench, "train")}
+          "report": (_report, "report"), "sft": (_sft, "train"), "bench": (_bench, "train"),
+          "simulate": (_simulate, "simulate")}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -191,6 +191,29 @@ class ReportConfig:
     reference: str = "default"  # the arm others are compared with
 
 
+@dataclass
+class SimulateConfig:
+    """`bugfix-rl simulate`: a rollout-pipeline workload (defaults: design-review question 18's cluster).
+
+    The model behind each field is described in src/bugfix_rl/simulate.py; times are in seconds.
+    """
+
+    workers: int = 320  # episodes in flight at most (engine sequence slots, one container each)
+    episodes_per_step: int = 512  # B: episodes the trainer needs per step
+    update_seconds: float = 300.0  # trainer time per step (old/ref log-probs + update + weight sync)
+    steps: int = 20  # simulated trainer steps
+    max_staleness: int = 1  # async column: generation runs ahead of the learner by at most this (>= 1)
+    turns: float = 50.0  # mean turns per episode
+    tail_sigma: float = 0.67  # lognormal sigma of the turn count (mean kept); 0.67: 5% of episodes > 3x median
+    tokens_per_turn: float = 400.0  # policy tokens decoded per turn
+    decode_tokens_per_second: float = 40.0  # per sequence, under load (measure it)
+    tool_seconds: float = 8.0  # mean tool-call latency, one call per turn (exponential)
+    startup_seconds: float = 180.0  # container start-up
+    warm_pool: int = 0  # containers kept started ahead; 0 = every episode waits for a cold start
+    target_step_minutes: float = 30.0  # for the printed Little's-law sizing only
+    seed: int = 0
+
+
 CHOICES = {
     "env.name": ("edit_menu", "tools"),
     "env.reward": ("hidden", "public"),
@@ -242,3 +265,4 @@ def register_configs() -> None:
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="eval_schema", node=EvalCommandConfig)
     cs.store(name="report_schema", node=ReportConfig)
+    cs.store(name="simulate_schema", node=SimulateConfig)
