@@ -107,7 +107,7 @@ def test_trainer_row_counts_sampled_episodes_vs_kept_64(tmp_path):
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
     from bugfix_rl.train import Trainer
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # a second thread only spin-waits on a shared 2-core machine
     cfg = TrainConfig()
     cfg.algo.dynamic_sampling, cfg.algo.max_sample_rounds = True, 2
     tokenizer = build_tokenizer_for(cfg)

@@ -30,7 +30,7 @@ from bugfix_rl.rollout.trajectory import Batch
 @pytest.fixture(scope="module")
 def base_and_batch():
     """The RL base in float64 and its first batch: 4 tasks x 8 episodes = 32 rows, float64."""
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # a second thread only spin-waits on a shared 2-core machine
     tokenizer = build_tokenizer(make_tasks("all"))
     model = make_rl_base(tokenizer, TrainConfig().policy)
     make_env, _ = make_env_factory(TrainConfig().env)
