@@ -6,6 +6,7 @@
 # between the sweep markers and the forest plot to docs/img/sweep_presets_forest.png.
 #   bash scripts/sweep_presets.sh                    (5 presets x 3 seeds = 15 runs)
 #   PRESETS="grpo dapo" SEEDS=0 EXTRA="steps=2 eval.heldout_n=2" DOCS=0 bash scripts/sweep_presets.sh   (dry run)
+#   EXTRA="hydra/launcher=slurm_cpu" bash scripts/sweep_presets.sh     (on a cluster)
 # `arm` is a top-level key, so each preset is its own -m sweep with arm=<preset>; report groups by arm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
