@@ -200,7 +200,7 @@ class SimulateConfig:
 
     workers: int = 320  # episodes in flight at most (engine sequence slots, one container each)
     episodes_per_step: int = 512  # B: episodes the trainer needs per step
-    update_seconds: float = 300.0  # trainer time per step (old/ref log-probs + update + weight sync)
+    update_seconds: float = 300.0  # trainer time per step (old/ref log-probs, update, weight sync); 300 ~ question 19
     steps: int = 20  # simulated trainer steps
     max_staleness: int = 1  # async column: generation runs ahead of the learner by at most this (>= 1)
     turns: float = 50.0  # mean turns per episode
