@@ -28,7 +28,6 @@ Only the standard library is used (heapq, random, statistics): no torch.
 from __future__ import annotations
 
 import heapq
-import math
 import random
 import statistics
 from dataclasses import dataclass
@@ -129,7 +128,7 @@ def simulate(w, max_staleness: int | None = None) -> SimResult:
     done: list[_Episode] = []
     trained_eps: list[_Episode] = []
     staleness: list[int] = []
-    busy = useful = wait_total = update_total = 0.0
+    wait_total = update_total = 0.0
 
     def start_episodes() -> None:
         nonlocal free, pending, order, wait_total
@@ -180,11 +179,11 @@ def simulate(w, max_staleness: int | None = None) -> SimResult:
         try_train()
         start_episodes()
     in_flight = [e for _, _, kind, e in events if kind == FINISH]
-    for e in done + in_flight:
-        busy += min(e.end, now) - e.start
+    busy = sum(min(e.end, now) - e.start for e in done + in_flight)
     useful = sum(e.end - e.start for e in trained_eps)
     durations = [e.end - e.start for e in done]
     mean_duration = statistics.fmean(durations)
+    p95 = statistics.quantiles(durations, n=20)[-1] if len(durations) > 1 else mean_duration
     capacity = w.workers * now
     return SimResult(
         mode="sync" if bound == 0 else "async", max_staleness=bound, hours=now / 3600, steps=version,
@@ -196,7 +195,7 @@ def simulate(w, max_staleness: int | None = None) -> SimResult:
         warm_hit_rate=sum(e.warm for e in done + in_flight) / len(done + in_flight),
         startup_share=wait_total / busy if busy else 0.0,
         mean_duration_min=mean_duration / 60,
-        p95_duration_min=statistics.quantiles(durations, n=20)[-1] / 60 if len(durations) > 1 else mean_duration / 60,
+        p95_duration_min=p95 / 60,
         trained_vs_started_duration=statistics.fmean(e.end - e.start for e in trained_eps) / mean_duration,
         littles_l=busy / now, littles_lambda_w=len(done) / now * mean_duration,
         max_rate_per_hour=w.workers / mean_duration * 3600)
@@ -243,13 +242,14 @@ def simulate_command(cfg, console=None) -> tuple[SimResult, SimResult]:
     console.print(table)
     cold, warm = mean_episode_seconds(cfg, True), mean_episode_seconds(cfg, False)
     target, B = cfg.target_step_minutes * 60, cfg.episodes_per_step
+    in_flight_cold, in_flight_warm = (littles_law_concurrency(B, target, W) for W in (cold, warm))
     lines = [
         f"episode: {cfg.turns:g} turns x {turn_seconds(cfg):g} s ({cfg.tokens_per_turn:g} tokens at"
         f" {cfg.decode_tokens_per_second:g} tok/s + {cfg.tool_seconds:g} s tool) = {warm / 60:.1f} min,"
         f" + {cfg.startup_seconds / 60:.1f} min cold start = {cold / 60:.1f} min (tail sigma {cfg.tail_sigma:g})",
         f"Little's law, {B} episodes per {cfg.target_step_minutes:g} min: L = lambda x W =",
-        f"  {littles_law_concurrency(B, target, cold):.1f} concurrent episodes with cold starts (W {cold / 60:.1f} min)",
-        f"  {littles_law_concurrency(B, target, warm):.1f} with a warm pool (W {warm / 60:.1f} min), whose refills need"
+        f"  {in_flight_cold:.1f} concurrent episodes with cold starts (W {cold / 60:.1f} min)",
+        f"  {in_flight_warm:.1f} with a warm pool (W {warm / 60:.1f} min), whose refills need"
         f" {littles_law_concurrency(B, target, cfg.startup_seconds):.1f} containers starting at once",
     ]
     for line in lines:
