@@ -42,6 +42,7 @@ class BaseRecipeConfig:
     """
 
     seed: int = 1234
+    threads: int = 1  # built with a fixed thread count, so every run and sweep starts from the same weights
     episodes: int = 2048  # scripted episodes on renamed training tasks
     steps: int = 600  # behaviour-cloning steps
     batch_size: int = 64

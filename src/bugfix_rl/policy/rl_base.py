@@ -71,10 +71,15 @@ def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True) -> TinyAg
             return model
         except CheckpointError:
             pass  # a damaged cache entry is rebuilt below
-    torch.manual_seed(recipe.seed)
-    model = TinyAgent(tokenizer.vocab_size, arch)
-    demos = noisy_demonstrations(recipe, tokenizer, EditMenuConfig())
-    sft_train(model, demos, recipe.steps, recipe.lr, recipe.batch_size, torch.Generator().manual_seed(recipe.seed))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(recipe.threads)  # the base must not depend on the run's thread count
+    try:
+        torch.manual_seed(recipe.seed)
+        model = TinyAgent(tokenizer.vocab_size, arch)
+        demos = noisy_demonstrations(recipe, tokenizer, EditMenuConfig())
+        sft_train(model, demos, recipe.steps, recipe.lr, recipe.batch_size, torch.Generator().manual_seed(recipe.seed))
+    finally:
+        torch.set_num_threads(threads)
     if cache:
         save_checkpoint(path, model_tensors(model), {"kind": "rl_base", "recipe": dataclasses.asdict(recipe)
                                                      if dataclasses.is_dataclass(recipe) else dict(recipe)})
