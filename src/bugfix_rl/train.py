@@ -62,7 +62,7 @@ def apply_kl_in_reward(batch, model, ref_model, algo) -> float:
     from bugfix_rl.algo.update import token_logprobs
 
     with torch.no_grad():
-        ref_logp = token_logprobs(ref_model, batch.ids, algo.temperature).logp
+        ref_logp = token_logprobs(ref_model, batch.ids, algo.temperature, mask=batch.mask).logp
     kl = (KL_ESTIMATORS[algo.kl_kind](batch.old_logp, ref_logp) * batch.mask).sum(1)  # [B]
     batch.rewards = batch.rewards - algo.kl_coef * kl
     return float(kl.mean())

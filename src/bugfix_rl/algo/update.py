@@ -117,10 +117,11 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
     is_weights, tis_metrics = None, {}
     if algo.tis_cap is not None:
         with torch.no_grad():
-            prox = token_logprobs(model, batch.ids, algo.temperature).logp  # [B, T-1] pi_old
+            prox = token_logprobs(model, batch.ids, algo.temperature, mask=batch.mask).logp  # [B, T-1] pi_old
         is_weights, truncated = truncated_is_weights(prox, batch.old_logp, batch.mask, algo.tis_cap, algo.tis_level)
         tis_metrics["tis_truncated_frac"] = truncated
         first = {"logp_gap": float(((prox - batch.old_logp).abs() * batch.mask).max())}
+        first_gaps = [(prox - batch.old_logp).abs()[batch.mask > 0]]  # sampler vs trainer, as without TIS
         batch = dataclasses.replace(batch, old_logp=prox)  # a new Batch: the caller's old_logp stay mu
     for _epoch in range(algo.epochs):
         order = torch.randperm(len(batch), generator=generator)
@@ -140,7 +141,7 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
                     if backward:
                         loss.backward()
                     gaps = stats.pop("logp_gap_tokens", None)
-                    if not grad_norms and gaps is not None:  # the first minibatch: no parameter moved yet
+                    if not grad_norms and gaps is not None and is_weights is None:  # first minibatch: nothing moved yet
                         first_gaps.append(gaps)
                     if first is None:
                         first = {"logp_gap": stats["logp_gap"]}
