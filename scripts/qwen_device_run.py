@@ -1,0 +1,213 @@
+"""A few GRPO steps of the Qwen3-0.6B architecture through bugfix-rl's own pipeline, timed.
+
+    python scripts/qwen_device_run.py --out qwen_device.json             # one GPU; sized for < 8 min on an H200
+    python scripts/qwen_device_run.py --tiny --out /tmp/qwen_tiny.json   # CPU, tiny model, < 60 s (a test runs it)
+
+Weights: Qwen/Qwen3-0.6B from the local Hugging Face cache when it is there (never downloaded), or
+`--model DIR`; otherwise random weights on the Qwen3-0.6B architecture (tiny_qwen.QWEN3_0_6B, written
+out by hand) with the stand-in tokenizer, and the output says so. Random weights never close a turn
+(<|im_end|> is one of 151,936 ids), so every turn runs to max_new_tokens: the timing is an upper
+bound, every reward is 0, and the update would skip every row; the script then forces advantages
+of +-1 on each group (`advantages_forced` in the result) so the update's backward is timed.
+
+For each env (edit menu, tools): preflight (the nine invariants, values reported, not enforced;
+random weights fail checks 7-9, which need a reward signal), then `--steps` steps of sample -> collate -> advantages -> policy_update with the run's AdamW.
+Printed and written as JSON (schema in docs/QWEN.md): per step the generation and update seconds,
+reward, policy tokens per episode, malformed calls, and the sampler-trainer log-prob gap (max,
+mean, p99 over the first minibatch's policy tokens); per env the peak GPU memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import torch  # noqa: E402
+
+from bugfix_rl.algo.update import policy_update  # noqa: E402
+from bugfix_rl.config import TrainConfig  # noqa: E402
+from bugfix_rl.envs import make_env_factory  # noqa: E402
+from bugfix_rl.policy.build import build_policy, build_tokenizer_for  # noqa: E402
+from bugfix_rl.rollout.collect import collect_step  # noqa: E402
+from bugfix_rl.rollout.trajectory import collate  # noqa: E402
+from bugfix_rl.train import Trainer, compute_advantages  # noqa: E402
+
+HUB_ID = "Qwen/Qwen3-0.6B"
+GPU_SIZES = dict(steps=3, group_size=8, prompts=4, micro=8, turns=6, new_tokens={"edit_menu": 64, "tools": 128})
+TINY_SIZES = dict(steps=1, group_size=2, prompts=2, micro=2, turns=2, new_tokens={"edit_menu": 12, "tools": 12})
+
+
+def find_weights(model: str | None, tiny: bool, workdir: Path) -> tuple[str, str]:
+    """(model directory or hub id, description)."""
+    from bugfix_rl.policy.tiny_qwen import QWEN3_0_6B, build_standin_tokenizer, cached_tiny_qwen, save_random_qwen3
+
+    if model:
+        return model, f"weights from {model}"
+    if tiny:  # built once per machine, like the tests' model (without their warm start)
+        cache = Path(os.environ.get("BUGFIX_RL_CACHE", Path.home() / ".cache" / "bugfix_rl"))
+        return (str(cached_tiny_qwen(cache, warm=False)),
+                "RANDOM weights on a tiny Qwen3 (hidden 64, 2 layers) with the stand-in tokenizer (--tiny)")
+    if not tiny:
+        try:
+            from transformers import AutoConfig
+
+            AutoConfig.from_pretrained(HUB_ID, local_files_only=True)
+            return HUB_ID, f"real weights: {HUB_ID} from the local Hugging Face cache"
+        except (OSError, ValueError):
+            pass
+    directory = save_random_qwen3(workdir / "model", build_standin_tokenizer(compact_prompts=False), QWEN3_0_6B)
+    return str(directory), (f"RANDOM weights on the Qwen3-0.6B architecture (hidden 1024, 28 layers) with the "
+                            f"stand-in tokenizer: no {HUB_ID} in the local HF cache")
+
+
+def make_config(model: str, env: str, sizes: dict, args) -> TrainConfig:
+    cfg = TrainConfig()
+    cfg.policy.name, cfg.policy.init, cfg.policy.model = "qwen3", "pretrained", model
+    cfg.policy.dtype, cfg.policy.gradient_checkpointing = args.dtype, args.gradient_checkpointing
+    cfg.policy.max_len, cfg.policy.max_new_tokens = 8192, sizes["new_tokens"][env]
+    cfg.policy.generation_batch = args.generation_batch
+    cfg.env.name, cfg.env.max_turns = env, sizes["turns"]
+    cfg.algo.group_size, cfg.algo.prompts_per_step = sizes["group_size"], sizes["prompts"]
+    cfg.algo.micro_batch_size, cfg.algo.lr = sizes["micro"], args.lr
+    return cfg
+
+
+def grpo_step(trainer: Trainer, step: int, force_advantages: bool) -> dict:
+    """Trainer.step's stages, timed apart (generation = sampling + env + grading; update = the rest)."""
+    algo = trainer.algo
+    sync()
+    t0 = time.perf_counter()
+    rollouts = collect_step(trainer.model, trainer.tokenizer, trainer.tasks, algo, trainer.make_env, trainer.generator)
+    sync()
+    t1 = time.perf_counter()
+    batch = collate(rollouts.kept, trainer.tokenizer.pad_id)
+    compute_advantages(batch, rollouts, algo, trainer.model.cfg.max_len)
+    forced = force_advantages and bool((batch.advantages == 0).all())
+    if forced:
+        batch.advantages = torch.tensor([1.0, -1.0]).repeat(len(batch) // 2 + 1)[: len(batch)]
+    metrics = policy_update(trainer.model, trainer.optimizer, batch, algo, trainer.generator)
+    sync()
+    t2 = time.perf_counter()
+    episodes = rollouts.kept
+    return {"step": step, "generation_s": t1 - t0, "update_s": t2 - t1, "advantages_forced": forced,
+            "reward": sum(t.reward for t in episodes) / len(episodes),
+            "policy_tokens_per_episode": sum(t.policy_tokens for t in episodes) / len(episodes),
+            "tokens_per_episode": sum(len(t.ids) for t in episodes) / len(episodes),
+            "malformed_per_episode": sum(t.info.malformed for t in episodes) / len(episodes),
+            **{k: metrics[k] for k in ("logp_gap", "logp_gap_mean", "logp_gap_p99", "entropy", "grad_norm")}}
+
+
+def sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def peak_gb() -> float | None:
+    return torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+
+
+def run_env(env: str, model, tokenizer, model_dir: str, sizes: dict, args, deadline: float, log) -> dict:
+    from bugfix_rl.preflight import run_preflight
+
+    cfg = make_config(model_dir, env, sizes, args)
+    model.cfg = cfg.policy  # same weights, this env's turn length
+    make_env, close_env = make_env_factory(cfg.env)
+    result = {"env": env, "max_new_tokens": cfg.policy.max_new_tokens, "episodes_per_step":
+              cfg.algo.group_size * cfg.algo.prompts_per_step, "steps": []}
+    try:
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        if args.preflight:
+            t0 = time.perf_counter()
+            checks = run_preflight(cfg, model, tokenizer, make_env)
+            result["preflight"] = {name: check["value"] for name, check in checks.items()}
+            result["preflight_ok"] = {name: check["ok"] for name, check in checks.items()}
+            result["preflight_s"] = time.perf_counter() - t0
+            log(f"[{env}] preflight {result['preflight_s']:.1f}s: " + ", ".join(
+                f"{name}={'ok' if ok else 'FAIL'}" for name, ok in result["preflight_ok"].items()))
+        trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(args.seed))
+        for step in range(sizes["steps"]):
+            if time.perf_counter() > deadline:
+                result["stopped_early"] = "time budget spent"
+                break
+            row = grpo_step(trainer, step, args.force_advantages)
+            result["steps"].append(row)
+            log(f"[{env}] step {step}: generation {row['generation_s']:.1f}s update {row['update_s']:.1f}s "
+                f"reward {row['reward']:.2f} policy tokens/episode {row['policy_tokens_per_episode']:.0f} "
+                f"gap max {row['logp_gap']:.2e} mean {row['logp_gap_mean']:.2e} p99 {row['logp_gap_p99']:.2e}")
+        result["peak_gpu_gb"] = peak_gb()
+        steps = result["steps"]
+        if steps:
+            result["mean_generation_s"] = sum(s["generation_s"] for s in steps) / len(steps)
+            result["mean_update_s"] = sum(s["update_s"] for s in steps) / len(steps)
+    finally:
+        close_env()
+    return result
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="the JSON result file")
+    parser.add_argument("--tiny", action="store_true", help="tiny random Qwen3 on CPU (a test runs this)")
+    parser.add_argument("--model", help="a local model directory (default: the HF cache's Qwen/Qwen3-0.6B)")
+    parser.add_argument("--envs", default="edit_menu,tools")
+    parser.add_argument("--steps", type=int, help="GRPO steps per env (default 3; --tiny 1)")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--gradient-checkpointing", action="store_true")
+    parser.add_argument("--generation-batch", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=1e-6)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget-s", type=float, default=420.0, help="start no new step after this many seconds")
+    parser.add_argument("--preflight", action=argparse.BooleanOptionalAction, default=None,
+                        help="run the nine invariants first (default: on, off with --tiny)")
+    parser.add_argument("--no-force-advantages", dest="force_advantages", action="store_false")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    sizes = dict(TINY_SIZES if args.tiny else GPU_SIZES)
+    if args.steps is not None:
+        sizes["steps"] = args.steps
+    if args.preflight is None:
+        args.preflight = not args.tiny
+    if not args.tiny and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: run with --tiny on a CPU")
+    torch.set_num_threads(2 if args.tiny else torch.get_num_threads())
+
+    def log(message: str) -> None:
+        print(f"{time.perf_counter() - started:7.1f}s  {message}", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="qwen_device_") as workdir:
+        model_dir, weights = find_weights(args.model, args.tiny, Path(workdir))
+        log(weights)
+        cfg = make_config(model_dir, "edit_menu", sizes, args)
+        t0 = time.perf_counter()
+        tokenizer = build_tokenizer_for(cfg)
+        model = build_policy(cfg.policy, tokenizer)  # asserts the token path for both envs' schemas
+        load_s = time.perf_counter() - t0
+        log(f"loaded {model.num_parameters() / 1e6:.1f}M parameters on {model.device} in {load_s:.1f}s "
+            f"(token path = chat template: ok)")
+        result = {"weights": weights, "model": model_dir, "parameters": model.num_parameters(),
+                  "device": torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or "cpu",
+                  "dtype": args.dtype, "gradient_checkpointing": args.gradient_checkpointing,
+                  "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__,
+                               "python": platform.python_version()},
+                  "sizes": sizes, "load_s": load_s, "envs": []}
+        deadline = started + args.budget_s
+        for env in args.envs.split(","):
+            result["envs"].append(run_env(env, model, tokenizer, model_dir, sizes, args, deadline, log))
+        result["total_s"] = time.perf_counter() - started
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+    log(f"wrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Tiny-Qwen3 fixtures, shared by the Qwen tests (`from conftest_qwen import tiny_qwen_dir, ...`).
+
+The model directory holds a random Qwen3 (hidden 64, 2 layers, 4 heads / 2 kv heads of 16,
+intermediate 128) with the stand-in tokenizer (Qwen3's special tokens and chat template), warm-started
+on scripted episodes of the first two training tasks; it is built once per machine under
+$BUGFIX_RL_CACHE (default ~/.cache/bugfix_rl) and loaded through the same from-directory path a
+user's model takes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bugfix_rl.config import TrainConfig
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent / "bugfix-rl"
+# Preflight / train overrides matching the warm start: first two training tasks, unrenamed, short turns.
+QWEN_OVERRIDES = ["policy=qwen3", "env.rename=false", "algo.group_size=4", "algo.prompts_per_step=2",
+                  "policy.max_new_tokens=64", "env.max_turns=4"]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BUGFIX_RL_CACHE", Path.home() / ".cache" / "bugfix_rl"))
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen_dir() -> Path:
+    from bugfix_rl.policy.tiny_qwen import cached_tiny_qwen
+
+    torch.set_num_threads(2)
+    return cached_tiny_qwen(cache_dir())
+
+
+def qwen_config(model_dir: Path, env: str = "edit_menu", **overrides) -> TrainConfig:
+    """A TrainConfig for the tiny Qwen3 (same settings as QWEN_OVERRIDES)."""
+    cfg = TrainConfig()
+    cfg.policy.name, cfg.policy.init, cfg.policy.model = "qwen3", "pretrained", str(model_dir)
+    cfg.policy.max_len, cfg.policy.max_new_tokens = 4096, 64
+    cfg.env.name, cfg.env.rename, cfg.env.max_turns = env, False, 4
+    cfg.algo.group_size, cfg.algo.prompts_per_step = 4, 2
+    for key, value in overrides.items():
+        node = cfg
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = getattr(node, part)
+        setattr(node, leaf, value)
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen(tiny_qwen_dir):
+    """(policy, tokenizer) for the edit menu."""
+    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+
+    cfg = qwen_config(tiny_qwen_dir)
+    tokenizer = build_tokenizer_for(cfg)
+    return build_policy(cfg.policy, tokenizer), tokenizer
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, BUGFIX_RL_CACHE=str(cache_dir()))
+    return subprocess.run([str(BIN), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)

@@ -1,0 +1,212 @@
+"""The Qwen3 path on a tiny random Qwen3 (CPU): token path vs chat template, sampler = trainer,
+frugal micro-batched update = plain full-logits update, preflight and training through the CLI,
+and the device script's --tiny mode."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+from conftest_qwen import QWEN_OVERRIDES, REPO, qwen_config, run_cli, tiny_qwen, tiny_qwen_dir  # noqa: F401
+
+from bugfix_rl.algo import update as update_module
+from bugfix_rl.algo.objective import AGGREGATIONS
+from bugfix_rl.algo.update import minibatch_loss, policy_update, token_logprobs
+from bugfix_rl.config import AlgoConfig
+from bugfix_rl.dashboard import read_metrics
+from bugfix_rl.gym.chat import CHAT_FRONT_ENDS, ToolsChat, edit_menu_words
+from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
+from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.policy.chat_template import TokenPathMismatch, Transcript, check_token_path
+from bugfix_rl.rollout.trajectory import collate
+
+
+def edit_menu_episodes(policy, n_tasks: int = 2, per_task: int = 4, temperature: float = 1.0, seed: int = 0):
+    envs = [EditMenuEnv(task, EditMenuConfig(rename=False)) for task in make_tasks("train")[:n_tasks]
+            for _ in range(per_task)]
+    groups = [i // per_task for i in range(len(envs))]
+    return policy.sample_episodes(envs, groups, temperature, torch.Generator().manual_seed(seed))
+
+
+# ---------------------------------------------------------------- (1) token path
+
+def test_token_path_equals_the_chat_template_for_both_envs(tiny_qwen):
+    policy, _ = tiny_qwen
+    for front_end in CHAT_FRONT_ENDS.values():
+        check_token_path(policy.path, front_end.tools)  # one and two tool results per turn
+
+
+def test_a_retokenising_path_is_caught(tiny_qwen):
+    policy, _ = tiny_qwen
+    path = policy.path
+
+    class Retokenising(Transcript):
+        def add_sampled(self, ids, logps):
+            ids = path.encode(path.decode(ids))  # text round trip: merges the split pieces back
+            super().add_sampled(ids, [0.0] * len(ids))
+
+    with pytest.raises(TokenPathMismatch, match="not kept as sampled"):
+        check_token_path(path, ToolsChat.tools, Retokenising)
+
+
+def test_observation_ids_that_miss_the_template_are_caught(tiny_qwen, monkeypatch):
+    policy, _ = tiny_qwen
+    path = policy.path
+    rendered = type(path).observation_ids
+    monkeypatch.setattr(path, "observation_ids", lambda responses, closed=True: rendered(path, responses, closed)[1:])
+    with pytest.raises(TokenPathMismatch, match="chat template"):
+        check_token_path(path, ToolsChat.tools)
+
+
+def test_edit_menu_json_calls_map_to_gym_words():
+    call = '<tool_call>\n{"name": "%s", "arguments": %s}\n</tool_call>'
+    assert edit_menu_words(call % ("read", "{}")) == ["read"]
+    assert edit_menu_words("I will edit. " + call % ("edit", '{"op": "fix_init"}')) == ["edit", "fix_init"]
+    for malformed in (None, "no call", call % ("edit", '{"op": "nope"}'), call % ("read", '{"x": 1}'),
+                      call % ("read", "{}") * 2, "<tool_call>{not json}</tool_call>", call % ("delete", "{}")):
+        assert edit_menu_words(malformed) is None
+
+
+def test_missing_model_is_one_line_error(tmp_path):
+    result = run_cli("preflight", "policy=qwen3", f"policy.model={tmp_path / 'nowhere'}", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "not a local model directory" in result.stderr
+
+
+# ---------------------------------------------------------------- sampler = trainer
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_trainer_recomputes_the_sampler_logprobs(tiny_qwen, temperature):
+    policy, tokenizer = tiny_qwen
+    episodes = edit_menu_episodes(policy, n_tasks=3, per_task=2, temperature=temperature)
+    assert len({len(t.ids) for t in episodes}) > 1  # rows of different lengths: left padding is exercised
+    batch = collate(episodes, tokenizer.pad_id)
+    with torch.no_grad():
+        frugal = token_logprobs(policy, batch.ids, temperature, mask=batch.mask).logp
+        full = torch.log_softmax(policy(batch.ids)[:, :-1] / temperature, -1).gather(-1, batch.ids[:, 1:, None])
+    on = batch.mask > 0
+    assert float((frugal - batch.old_logp).abs()[on].max()) < 1e-5
+    assert float((full.squeeze(-1) - batch.old_logp).abs()[on].max()) < 1e-5
+    assert all(policy.structural_policy_mask(t) == t.policy_mask for t in episodes)
+
+
+def test_generation_in_chunks_keeps_the_token_path(tiny_qwen):
+    policy, tokenizer = tiny_qwen
+    chunked = copy.copy(policy.cfg)
+    chunked.generation_batch = 3
+    original, policy.cfg = policy.cfg, chunked
+    try:
+        episodes = edit_menu_episodes(policy, per_task=3)
+    finally:
+        policy.cfg = original
+    batch = collate(episodes, tokenizer.pad_id)
+    with torch.no_grad():
+        logp = token_logprobs(policy, batch.ids, 1.0, mask=batch.mask).logp
+    assert float((logp - batch.old_logp).abs()[batch.mask > 0].max()) < 1e-5
+
+
+# ---------------------------------------------------------------- (3) frugal update = plain update
+
+class FullLogits(nn.Module):
+    """The same LM without the frugal hook: the generic full-logits path of token_logprobs."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, ids):
+        return self.lm(input_ids=ids, use_cache=False).logits.float()
+
+
+class CaptureGradient:
+    """An optimizer stand-in that records the gradient it is asked to apply."""
+
+    def __init__(self, params):
+        self.params, self.grads = list(params), []
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        self.grads.append(torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
+                                     for p in self.params]))
+
+
+def test_frugal_micro_batched_update_gives_the_full_logits_gradient(tiny_qwen, monkeypatch):
+    policy, tokenizer = tiny_qwen
+    batch = collate(edit_menu_episodes(policy), tokenizer.pad_id)
+    batch.advantages = torch.tensor([1.0, -1.0, 0.0, 0.0, 0.5, 0.0, -0.5, 0.0])  # half the rows skip backward
+    algo = AlgoConfig(minibatches=1, micro_batch_size=3, max_grad_norm=1e9)
+    frugal = copy.deepcopy(policy)
+    optimizer = CaptureGradient(frugal.lm.parameters())
+    calls = []
+    loss_fn = update_module.minibatch_loss
+
+    def spy(model, mb, *args, **kwargs):
+        calls.append((len(mb), torch.is_grad_enabled()))
+        return loss_fn(model, mb, *args, **kwargs)
+
+    monkeypatch.setattr(update_module, "minibatch_loss", spy)
+    metrics = policy_update(frugal, optimizer, batch, algo, torch.Generator().manual_seed(0))
+    assert sum(n for n, grad in calls if not grad) == 4  # zero-advantage rows: no-grad pass only
+    assert metrics["logp_gap_p99"] < 1e-5 and metrics["logp_gap_mean"] <= metrics["logp_gap_p99"]
+
+    plain = FullLogits(copy.deepcopy(policy.lm))
+    weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
+    loss, _ = minibatch_loss(plain, batch, weights, algo)  # one pass, every row, [B, T, V] logits
+    loss.backward()
+    reference = torch.cat([p.grad.reshape(-1) for p in plain.lm.parameters()])
+    difference = (optimizer.grads[0] - reference).abs().max() / reference.abs().max()
+    assert reference.abs().max() > 0 and float(difference) < 1e-5
+
+
+def test_policy_brings_adamw_without_weight_decay(tiny_qwen):
+    policy, _ = tiny_qwen
+    optimizer = policy.make_optimizer(1e-6)
+    assert isinstance(optimizer, torch.optim.AdamW) and optimizer.param_groups[0]["weight_decay"] == 0.0
+
+
+# ---------------------------------------------------------------- (2) preflight and training via the CLI
+
+@pytest.mark.parametrize("env", ["edit_menu", "tools"])
+def test_preflight_passes_all_nine_invariants(tiny_qwen_dir, env, tmp_path):
+    result = run_cli("preflight", *QWEN_OVERRIDES, f"policy.model={tiny_qwen_dir}", f"env={env}",
+                     f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "all nine invariants hold" in result.stdout
+
+
+def test_train_two_steps_on_the_tools_env(tiny_qwen_dir, tmp_path):
+    result = run_cli("train", "+exp=smoke", *QWEN_OVERRIDES, f"policy.model={tiny_qwen_dir}", "env=tools",
+                     "preflight=false", "eval.test=false", "eval.n_val=1", "eval.ckpt_every=2",
+                     f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [0, 1]
+    for key in ("malformed", "failed", "failed_not_found", "calls_Read", "policy_tokens", "logp_gap_mean",
+                "logp_gap_p99"):
+        assert key in rows[0], key
+    assert rows[0]["logp_gap_p99"] < 1e-4
+    assert (tmp_path / "checkpoints" / "step_002.safetensors").is_file()
+
+
+# ---------------------------------------------------------------- the device script, CPU size
+
+def test_device_script_runs_tiny_on_cpu(tmp_path):
+    out = tmp_path / "result.json"
+    result = subprocess.run([sys.executable, "scripts/qwen_device_run.py", "--tiny", "--out", str(out)], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["weights"].startswith("RANDOM weights")
+    assert [env["env"] for env in report["envs"]] == ["edit_menu", "tools"]
+    for env in report["envs"]:
+        step = env["steps"][0]
+        assert step["generation_s"] > 0 and step["update_s"] > 0 and step["logp_gap_p99"] < 1e-4
+        assert "peak_gpu_gb" in env
