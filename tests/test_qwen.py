@@ -166,6 +166,19 @@ def test_frugal_micro_batched_update_gives_the_full_logits_gradient(tiny_qwen, m
     assert reference.abs().max() > 0 and float(difference) < 1e-5
 
 
+def test_gradient_checkpointing_gives_the_same_gradient(tiny_qwen):
+    policy, tokenizer = tiny_qwen
+    batch = collate(edit_menu_episodes(policy, per_task=2), tokenizer.pad_id)
+    checkpointed_cfg = copy.copy(policy.cfg)
+    checkpointed_cfg.gradient_checkpointing = True
+    gradients = []
+    for model in (copy.deepcopy(policy), type(policy)(copy.deepcopy(policy.lm), tokenizer, checkpointed_cfg)):
+        out = token_logprobs(model, batch.ids, 1.0, mask=batch.mask, with_entropy_grad=True)
+        (out.logp.sum() + out.entropy.sum()).backward()
+        gradients.append(torch.cat([p.grad.reshape(-1) for p in model.lm.parameters()]))
+    assert torch.allclose(gradients[0], gradients[1], rtol=1e-5, atol=1e-7)
+
+
 def test_policy_brings_adamw_without_weight_decay(tiny_qwen):
     policy, _ = tiny_qwen
     optimizer = policy.make_optimizer(1e-6)

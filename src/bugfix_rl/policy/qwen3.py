@@ -89,11 +89,13 @@ def load_chat_tokenizer(policy_cfg) -> ChatTokenizer:
 
 
 def load_causal_lm(policy_cfg):
+    import transformers
     from transformers import AutoModelForCausalLM
 
+    dtype_key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
     try:
-        lm = AutoModelForCausalLM.from_pretrained(policy_cfg.model, dtype=DTYPES[policy_cfg.dtype],
-                                                  local_files_only=not policy_cfg.allow_download)
+        lm = AutoModelForCausalLM.from_pretrained(policy_cfg.model, local_files_only=not policy_cfg.allow_download,
+                                                  **{dtype_key: DTYPES[policy_cfg.dtype]})
     except (OSError, ValueError) as error:
         raise _missing(policy_cfg, error) from None
     return lm.to("cuda" if torch.cuda.is_available() else "cpu")
@@ -134,7 +136,10 @@ class QwenPolicy(nn.Module):
         for front_end in CHAT_FRONT_ENDS.values():  # one clear error at start-up, never a silent drift
             check_token_path(self.path, front_end.tools)
         if cfg.gradient_checkpointing:
-            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if hasattr(lm, "activation_checkpointing_enable"):  # transformers >= 5.2x; the old name warns
+                lm.activation_checkpointing_enable({"use_reentrant": False})
+            else:
+                lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             lm.config.use_cache = False  # the sampler asks for its cache explicitly
         lm.train()  # dropout is 0 in Qwen3; train mode is what turns gradient checkpointing on
 
