@@ -22,7 +22,7 @@ def rl_base(tokenizer):
     """The real RL base (built once per machine, then loaded from ~/.cache/bugfix_rl)."""
     from bugfix_rl.policy.rl_base import make_rl_base
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # one thread: a busy 2-core machine makes 2 spinning threads crawl
     return make_rl_base(tokenizer, TrainConfig().policy)
 
 
@@ -35,6 +35,7 @@ def small_config(**overrides) -> TrainConfig:
     """A quick train config: a few steps, small groups, no console, no test eval unless asked."""
     cfg = TrainConfig()
     cfg.steps = 3
+    cfg.threads = 1
     cfg.logger.console = False
     cfg.eval.n_val = 2
     cfg.eval.n_test = 2

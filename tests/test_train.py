@@ -38,7 +38,7 @@ def test_parameters_change_after_one_step(base_copy, rl_base, tokenizer):
 
 
 def test_same_seed_same_threads_bit_identical(rl_base, tokenizer):
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     a, b = copy.deepcopy(rl_base), copy.deepcopy(rl_base)
     _train(a, tokenizer, small_config(), 3)
     _train(b, tokenizer, small_config(), 3)

@@ -48,11 +48,11 @@ class BaseRecipeConfig:
     batch_size: int = 64
     lr: float = 3e-3
     p_read: float = 0.12
-    p_right_after_read: float = 0.9
+    p_right_after_read: float = 0.8
     p_test: float = 0.35
     p_wander: float = 0.2
     p_malformed: float = 0.04
-    p_exploit: float = 0.02
+    p_exploit: float = 0.15  # a guess is the exploit about as often as any one fix op
     p_renamed_operands: float = 0.9  # share of episodes on copies with operands renamed from OPERAND_POOL
     variants_per_task: int = 8  # renamed copies per training task
 

@@ -60,11 +60,11 @@ def sample_episodes(model, tokenizer: Tokenizer, envs: list[Env], groups: list[i
     active = [True] * B
     cache = model.new_cache(B)
     while any(active):
-        n_new = torch.tensor([len(p) if a else 0 for p, a in zip(pending, active)])
-        feed = torch.zeros(B, int(n_new.max()), dtype=torch.long)
-        for b in range(B):
-            if active[b]:
-                feed[b, : len(pending[b])] = torch.tensor(pending[b])
+        lengths = [len(p) if a else 0 for p, a in zip(pending, active)]
+        width = max(lengths)
+        # one tensor from padded lists: per-row tensor writes cost more than the forward at this size
+        feed = torch.tensor([(p if a else []) + [0] * (width - n) for p, a, n in zip(pending, active, lengths)])
+        n_new = torch.tensor(lengths)
         logits = model.forward_step(feed, n_new, cache)
         tokens, logps = sample_token(logits, temperature, generator)
         for b, (token, logp) in enumerate(zip(tokens.tolist(), logps.tolist())):
