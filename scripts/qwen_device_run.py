@@ -121,7 +121,7 @@ def peak_gb() -> dict | None:
 
 
 def run_env(env: str, model, tokenizer, model_dir: str, sizes: dict, args, deadline: float, log) -> dict:
-    from bugfix_rl.preflight import run_preflight
+    from bugfix_rl.preflight import check_batch, first_batch
 
     cfg = make_config(model_dir, env, sizes, args)
     model.cfg = cfg.policy  # same weights, this env's turn length
@@ -133,11 +133,12 @@ def run_env(env: str, model, tokenizer, model_dir: str, sizes: dict, args, deadl
             torch.cuda.reset_peak_memory_stats()
         if args.preflight:
             t0 = time.perf_counter()
-            # a smaller first batch: the one-pass gradient check backpropagates all its rows at once
+            # one small first batch (the one-pass gradient check backpropagates all its rows at once; no
+            # redraws for a learning signal, which random weights never have)
             prompts, group = sizes["preflight_rows"]
-            small = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, prompts_per_step=prompts,
-                                                                        group_size=group))
-            checks = run_preflight(small, model, tokenizer, make_env)
+            algo = dataclasses.replace(cfg.algo, prompts_per_step=prompts, group_size=group)
+            trajectories, batch = first_batch(model, tokenizer, make_env, algo, seed=args.seed)
+            checks = check_batch(model, trajectories, batch, algo, tokenizer, max_action_tokens=0)
             result["preflight"] = {name: check["value"] for name, check in checks.items()}
             result["preflight_ok"] = {name: check["ok"] for name, check in checks.items()}
             result["preflight_s"] = time.perf_counter() - t0
