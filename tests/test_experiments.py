@@ -34,7 +34,11 @@ def _changed(run: Path) -> bool:
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_experiment_runs_one_step_and_learns(tmp_path, experiment):
-    extra = ["eval.heldout_n=2"] if experiment == "ablation" else []
+    extra = {"ablation": ["eval.heldout_n=2"],
+             # the tools cold start is 300 SFT steps; a few keep the smoke fast, and with the reward
+             # still 0 everywhere the entropy bonus is what gives the RL step a gradient to follow
+             "tools": ["eval.heldout_n=1", "cold_start.steps=5", "cold_start.demos=8", "algo.entropy_coef=0.01",
+                       "algo.group_size=2", "algo.prompts_per_step=2"]}.get(experiment, [])
     run = _one_step(tmp_path, f"+exp={experiment}", *extra)
     assert (run / "eval.json").is_file() and _changed(run)
 

@@ -76,7 +76,8 @@ def test_run_writes_eval_json_interface(tmp_path):
     for name in ("base", "chosen"):
         assert set(saved["test"][name]) >= {"pass_at_1", "ci", "per_task"}
     assert set(saved["test"]["paired_diff"]) >= {"diff", "ci"}
-    assert saved["config"]["seed"] == 0 and saved["config"]["threads"] == 2 and "torch" in saved["config"]["versions"]
+    assert saved["config"]["seed"] == cfg.seed and saved["config"]["threads"] == cfg.threads
+    assert "torch" in saved["config"]["versions"]
     summary = (tmp_path / "summary.md").read_text()
     assert "dashboard.png" in summary and (tmp_path / "dashboard.png").stat().st_size > 0
 

@@ -145,6 +145,7 @@ class ColdStartConfig:
     enabled: bool = False
     source: str = "oracle"  # oracle: scripted oracle on renamed training tasks | rejection: own successes
     demos: int = 20  # oracle demonstrations (one per training task when 20)
+    renamed_operands: bool = False  # oracle demos on copies with operands renamed (teaches copying, not recall)
     rejection_per_task: int = 8  # rejection sampling: attempts per training task
     steps: int = 10
     lr: float = 1e-3

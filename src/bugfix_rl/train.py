@@ -110,7 +110,8 @@ def cold_start(cfg, model, tokenizer, make_env) -> list[float]:
     cs = cfg.cold_start
     tasks = make_tasks("train")
     if cs.source == "oracle":
-        demos = oracle_demonstrations(tasks, cs.demos, make_env, tokenizer, oracle_for(cfg.env), cs.seed)
+        demos = oracle_demonstrations(tasks, cs.demos, make_env, tokenizer, oracle_for(cfg.env), cs.seed,
+                                      cs.renamed_operands)
     else:
         demos = rejection_sampled(model, tokenizer, tasks, cs.rejection_per_task, make_env, cfg.algo.temperature,
                                   cs.seed)
@@ -271,8 +272,16 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env) -
     if cfg.eval.heldout_n > 0:
         final = state.checkpoints[max(state.checkpoints)]
         final_policy = build_policy(cfg.policy, tokenizer, init=str(final))
-        result["heldout"] = evaluate_split(final_policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
-                                           cfg.eval.heldout_seed_offset + cfg.seed, temperature)
+        seed = cfg.eval.heldout_seed_offset + cfg.seed
+        result["heldout"] = evaluate_split(final_policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n, seed,
+                                           temperature)
+        # the run's starting policy on the same tasks and stream: before vs after, paired over tasks
+        result["heldout_base"] = evaluate_split(base, tokenizer, make_env, "heldout", cfg.eval.heldout_n, seed,
+                                                temperature)
+        n = cfg.eval.heldout_n
+        diff, lo, hi = paired_bootstrap_diff(torch.tensor(result["heldout"]["per_task"]) / n,
+                                             torch.tensor(result["heldout_base"]["per_task"]) / n)
+        result["heldout_paired_diff"] = {"diff": diff, "ci": [lo, hi], "tasks": len(result["heldout"]["per_task"])}
     (run_dir / "eval.json").write_text(json.dumps(result, indent=1))
     plot_dashboard(state.rows, run_dir / "dashboard.png", title=f"{cfg.experiment} / {cfg.arm} / seed {cfg.seed}")
     write_summary(run_dir, result, state.rows)

@@ -9,19 +9,23 @@ from typing import Callable
 import torch
 
 from bugfix_rl.gym.edit_menu import RENAME_POOL
-from bugfix_rl.gym.tasks import Task
+from bugfix_rl.gym.tasks import OPERAND_POOL, Task, with_renamed_operands
 from bugfix_rl.rollout.collect import sample_groups
 from bugfix_rl.rollout.sampler import scripted_episode
 from bugfix_rl.rollout.trajectory import Trajectory
 
 
 def oracle_demonstrations(tasks: list[Task], count: int, make_env: Callable, tokenizer, oracle_cls,
-                          seed: int) -> list[Trajectory]:
-    """`count` oracle episodes cycling over `tasks`, each with a freshly drawn function name."""
+                          seed: int, renamed_operands: bool = False) -> list[Trajectory]:
+    """`count` oracle episodes cycling over `tasks`, each with a freshly drawn function name (and, with
+    renamed_operands, operands drawn from OPERAND_POOL, so a copy of the demonstrations must copy)."""
     rng = random.Random(seed)
     demos = []
     for i in range(count):
-        env = make_env(tasks[i % len(tasks)], rng.choice(RENAME_POOL))
+        task = tasks[i % len(tasks)]
+        if renamed_operands:
+            task = with_renamed_operands(task, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), f"demo{i}")
+        env = make_env(task, rng.choice(RENAME_POOL))
         demos.append(scripted_episode(oracle_cls(), env, tokenizer))
     return demos
 
