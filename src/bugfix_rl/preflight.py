@@ -128,15 +128,19 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     learner = copy.deepcopy(model)  # takes the one real update in checks 7-9
     reference = make_reference(learner)  # the KL-in-loss term needs one from here on
     weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
+    extra = 8
+    max_len = getattr(getattr(model, "cfg", None), "max_len", None) or float("inf")
+    # rows with room for the extra columns inside the model's context (all of them, almost always)
+    rows = torch.tensor([i for i, t in enumerate(trajectories) if len(t.ids) + extra <= max_len], dtype=torch.long)
     with torch.no_grad():
-        loss, _ = minibatch_loss(model, batch, weights, algo, reference)
-        extra = 8
-        noise = torch.randint(4, tokenizer.vocab_size, (len(batch), extra), generator=torch.Generator().manual_seed(0))
-        padded = Batch(torch.cat([batch.ids, noise], 1), torch.cat([batch.mask, torch.zeros(len(batch), extra)], 1),
-                       torch.cat([batch.old_logp, torch.zeros(len(batch), extra)], 1), batch.rewards, batch.groups,
-                       batch.advantages)
-        padded_weights = torch.cat([weights, torch.zeros(len(batch), extra)], 1)
-        padded_loss, _ = minibatch_loss(model, padded, padded_weights, algo, reference)
+        sub = batch.rows(rows)
+        sub_weights = weights[rows][:, : sub.mask.shape[1]]
+        loss, _ = minibatch_loss(model, sub, sub_weights, algo, reference)
+        noise = torch.randint(4, tokenizer.vocab_size, (len(sub), extra), generator=torch.Generator().manual_seed(0))
+        zeros = torch.zeros(len(sub), extra)
+        padded = Batch(torch.cat([sub.ids, noise], 1), torch.cat([sub.mask, zeros], 1),
+                       torch.cat([sub.old_logp, zeros], 1), sub.rewards, sub.groups, sub.advantages, sub.pad_id)
+        padded_loss, _ = minibatch_loss(model, padded, torch.cat([sub_weights, zeros], 1), algo, reference)
     checks["loss invariant to padding"] = _verdict("loss invariant to padding", abs(float(loss - padded_loss)))
     # 6. gradient accumulation over micro-batches equals the one-pass gradient
     probe = copy.deepcopy(model)
