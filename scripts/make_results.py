@@ -84,14 +84,18 @@ def behaviour_section(run: Path, seed: int = 5, n: int = 32) -> list[str]:
                                                          "exploit", "turns", "length")), "",
              "Most common action sequences:", "", "```"]
     lines += [f"{count:4d} x {seq}" for count, seq in action_sequences(trajectories, 6)]
+    saturate = [t for t in trajectories if t.info.task == "minmax/saturate"]
+    lines += ["```", "", "Most common sequences on `minmax/saturate`:", "", "```"]
+    lines += [f"{count:4d} x {seq}" for count, seq in action_sequences(saturate, 3)]
     lines += ["```", "", "| task | pass | correct op | first edits |", "|---|---|---|---|"]
     confusions = []
     for row in per_task_table(trajectories):
         lines.append(f"| {row['task']} | {row['pass']:.2f} | {row['correct_op']} | {row['first_edits']} |")
-        wrong = {op: c for op, c in row["first_edits"].items() if op not in (row["correct_op"], "none")}
+        wrong = {op: c for op, c in row["first_edits"].items() if op != row["correct_op"]}
         if row["pass"] < 0.5 and wrong:
             op, c = max(wrong.items(), key=lambda kv: kv[1])
-            confusions.append(f"`{row['task']}` gets `{op}` ({c} of {row['episodes']}) instead of `{row['correct_op']}`")
+            what = "no edit at all" if op == "none" else f"`{op}`"
+            confusions.append(f"`{row['task']}` gets {what} ({c} of {row['episodes']}) instead of `{row['correct_op']}`")
     lines += ["", "Confusions (held-out tasks below 0.5): " + ("; ".join(confusions) if confusions else "none") + ".", ""]
     return lines
 
