@@ -11,7 +11,8 @@ bound, every reward is 0, and the update would skip every row; the script then f
 of +-1 on each group (`advantages_forced` in the result) so the update's backward is timed.
 
 For each env (edit menu, tools): preflight (the nine invariants, values reported, not enforced;
-random weights fail checks 7-9, which need a reward signal), then `--steps` steps of sample -> collate -> advantages -> policy_update with the run's AdamW.
+random weights fail checks 7-9, which need a reward signal), then `--steps` steps of sample ->
+collate -> advantages -> policy_update with the run's AdamW.
 Printed and written as JSON (schema in docs/QWEN.md): per step the generation and update seconds,
 reward, policy tokens per episode, malformed calls, and the sampler-trainer log-prob gap (max,
 mean, p99 over the first minibatch's policy tokens); per env the peak GPU memory.
@@ -117,7 +118,8 @@ def sync() -> None:
 def peak_gb() -> dict | None:
     if not torch.cuda.is_available():
         return None
-    return {"allocated": torch.cuda.max_memory_allocated() / 2**30, "reserved": torch.cuda.max_memory_reserved() / 2**30}
+    return {"allocated": torch.cuda.max_memory_allocated() / 2**30,
+            "reserved": torch.cuda.max_memory_reserved() / 2**30}
 
 
 def run_env(env: str, model, tokenizer, model_dir: str, sizes: dict, args, deadline: float, log) -> dict:
@@ -208,7 +210,8 @@ def main(argv=None) -> dict:
         log(f"loaded {model.num_parameters() / 1e6:.1f}M parameters on {model.device} in {load_s:.1f}s "
             f"(token path = chat template: ok)")
         result = {"weights": weights, "model": model_dir, "parameters": model.num_parameters(),
-                  "device": torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or "cpu",
+                  "device": (torch.cuda.get_device_name() if torch.cuda.is_available()
+                             else platform.processor() or "cpu"),
                   "dtype": args.dtype, "gradient_checkpointing": args.gradient_checkpointing,
                   "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__,
                                "python": platform.python_version()},

@@ -166,6 +166,27 @@ def test_frugal_micro_batched_update_gives_the_full_logits_gradient(tiny_qwen, m
     assert reference.abs().max() > 0 and float(difference) < 1e-5
 
 
+def test_skipping_zero_advantage_rows_leaves_the_optimizer_trajectory_unchanged(tiny_qwen, monkeypatch):
+    """A minibatch whose rows are all skipped still takes its (zero-gradient) optimizer step, so Adam's
+    momentum and step count evolve exactly as without the skip."""
+    policy, tokenizer = tiny_qwen
+    batch = collate(edit_menu_episodes(policy), tokenizer.pad_id)
+    signal, silent = copy.copy(batch), copy.copy(batch)
+    signal.advantages = torch.tensor([1.0, -1.0, 0.0, 0.0, 0.5, 0.0, -0.5, 0.0])
+    silent.advantages = torch.zeros(len(batch))
+    algo = AlgoConfig(minibatches=2, micro_batch_size=2, lr=1e-3)
+    final = []
+    for skip in (True, False):
+        if not skip:
+            monkeypatch.setattr(update_module, "zero_advantage_split", lambda mb, algo: [(slice(None), True)])
+        model = copy.deepcopy(policy)
+        optimizer = model.make_optimizer(algo.lr)
+        for step_batch in (signal, silent):
+            policy_update(model, optimizer, step_batch, algo, torch.Generator().manual_seed(0))
+        final.append(torch.cat([p.detach().reshape(-1) for p in model.lm.parameters()]))
+    assert torch.equal(final[0], final[1])
+
+
 def test_gradient_checkpointing_gives_the_same_gradient(tiny_qwen):
     policy, tokenizer = tiny_qwen
     batch = collate(edit_menu_episodes(policy, per_task=2), tokenizer.pad_id)

@@ -130,6 +130,7 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
             weights = AGGREGATIONS[algo.loss_mode](mb.mask, algo.norm_const)
             mb_is_weights = None if is_weights is None else is_weights[rows]
             optimizer.zero_grad(set_to_none=True)
+            backward_rows = 0
             for part in micro_batches(mb, algo.micro_batch_size):
                 sub, sub_weights = mb.rows(part), weights[part]
                 sub_is_weights = None if mb_is_weights is None else mb_is_weights[part]
@@ -140,6 +141,7 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
                                                      None if sub_is_weights is None else sub_is_weights[index])
                     if backward:
                         loss.backward()
+                        backward_rows += len(piece)
                     gaps = stats.pop("logp_gap_tokens", None)
                     if not grad_norms and gaps is not None and is_weights is None:  # first minibatch: nothing moved yet
                         first_gaps.append(gaps)
@@ -149,6 +151,9 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
                         if key != "logp_gap":
                             sums[key] = sums.get(key, 0.0) + value * (stats["tokens"] if key != "tokens" else 1)
                     token_total += stats["tokens"]
+            if not backward_rows:  # every row skipped: the exact gradient is 0, and the optimizer still steps
+                for p in params:
+                    p.grad = torch.zeros_like(p)
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, algo.max_grad_norm)))
             optimizer.step()
     metrics = {k: v / max(token_total, 1.0) for k, v in sums.items() if k != "tokens"}
