@@ -33,6 +33,13 @@ from functools import lru_cache
 
 from bugfix_rl.gym.edit_menu import RENAME_POOL, REWARD_MODES
 from bugfix_rl.gym.ops import apply_op
+from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS, Task
+from bugfix_rl.gym.tool_calls import (
+    TOOL_NAMES, Malformed, ToolCall, ToolResult, cat_n, code_to_words, file_lines, observation_words,
+    parse_compact_turn, parse_json_calls, render_text, summarize_script_output, summarize_test_output,
+    tools_vocabulary,
+)
+from bugfix_rl.sandbox import grade, probes
 
 
 def _apply_op_or_none(task, source: str, op: str) -> str | None:
@@ -42,13 +49,7 @@ def _apply_op_or_none(task, source: str, op: str) -> str | None:
         return apply_op(task, source, op)
     except (SyntaxError, ValueError, IndexError):
         return None
-from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS, Task
-from bugfix_rl.gym.tool_calls import (
-    TOOL_NAMES, Malformed, ToolCall, ToolResult, cat_n, code_to_words, file_lines, observation_words,
-    parse_compact_turn, parse_json_calls, render_text, summarize_script_output, summarize_test_output,
-    tools_vocabulary,
-)
-from bugfix_rl.sandbox import grade, probes
+
 
 FAILURE_KINDS = (
     "file_not_found",  # Read/Edit of a file the repo does not have
