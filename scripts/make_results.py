@@ -54,7 +54,7 @@ def capstone_section(run: Path) -> list[str]:
         lines.append(f"| {name} | {ci(t)} | {t['pass_at_4']:.3f} | {t['pass_at_8']:.3f} | {t['per_task']} |")
     lines += ["", f"Paired difference chosen - base over the 5 test tasks: {ci(test['paired_diff'], signed=True)}"
               " (one training seed; the interval resamples tasks).", "",
-              f"![capstone dashboard](img/capstone_dashboard.png)", ""]
+              "![capstone dashboard](img/capstone_dashboard.png)", ""]
     zero = [r["zero_adv_frac"] for r in rows]
     windows = [round(sum(zero[i:i + 10]) / len(zero[i:i + 10]), 2) for i in range(0, len(zero), 10)]
     val = {s: round(v["pass_at_1"], 3) for s, v in result["validation"].items()}

@@ -291,10 +291,3 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env) -
 def _late_mean(rows: list[dict], key: str, window: int = 5) -> float | None:
     values = [r[key] for r in rows[-window:] if r.get(key) is not None]
     return sum(values) / len(values) if values else None
-
-
-def load_policy_checkpoint(path: str, policy_cfg, tokenizer):
-    tensors, meta = load_checkpoint(path)
-    from bugfix_rl.policy.build import build_policy
-
-    return build_policy(policy_cfg, tokenizer, init=path), meta
