@@ -30,22 +30,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
 
 from bugfix_rl.algo import update as update_module  # noqa: E402
 from bugfix_rl.config import AlgoConfig, PolicyConfig  # noqa: E402
+from bugfix_rl.policy.qwen3 import FullLogits  # noqa: E402
 from bugfix_rl.rollout.trajectory import Batch  # noqa: E402
 
-
-class FullLogits(nn.Module):
-    """The LM without the policy's hook: token_logprobs takes its generic full-logits path."""
-
-    def __init__(self, lm):
-        super().__init__()
-        self.lm = lm
-
-    def forward(self, ids):
-        return self.lm(input_ids=ids, use_cache=False).logits.float()
 
 
 def synthetic_batch(rows: int, length: int, vocab: int, policy_frac: float, zero_frac: float) -> Batch:

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from bugfix_rl.config import TrainConfig
+from bugfix_rl.config import TrainConfig, set_dotted
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.tokenizer import build_tokenizer
 
@@ -42,9 +42,5 @@ def small_config(**overrides) -> TrainConfig:
     cfg.eval.test = False
     cfg.preflight = False
     for key, value in overrides.items():
-        node = cfg
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = getattr(node, part)
-        setattr(node, leaf, value)
+        set_dotted(cfg, key, value)
     return cfg

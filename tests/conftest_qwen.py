@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bugfix_rl.config import TrainConfig
+from bugfix_rl.config import TrainConfig, set_dotted
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent / "bugfix-rl"
@@ -46,11 +46,7 @@ def qwen_config(model_dir: Path, env: str = "edit_menu", **overrides) -> TrainCo
     cfg.env.name, cfg.env.rename, cfg.env.max_turns = env, False, 4
     cfg.algo.group_size, cfg.algo.prompts_per_step = 4, 2
     for key, value in overrides.items():
-        node = cfg
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = getattr(node, part)
-        setattr(node, leaf, value)
+        set_dotted(cfg, key, value)
     return cfg
 
 

@@ -11,7 +11,6 @@ import sys
 
 import pytest
 import torch
-import torch.nn as nn
 from conftest_qwen import QWEN_OVERRIDES, REPO, qwen_config, run_cli, tiny_qwen, tiny_qwen_dir  # noqa: F401
 
 from bugfix_rl.algo import update as update_module
@@ -23,6 +22,7 @@ from bugfix_rl.gym.chat import CHAT_FRONT_ENDS, ToolsChat, edit_menu_words
 from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.chat_template import TokenPathMismatch, Transcript, check_token_path
+from bugfix_rl.policy.qwen3 import FullLogits
 from bugfix_rl.rollout.trajectory import collate
 
 
@@ -111,16 +111,6 @@ def test_generation_in_chunks_keeps_the_token_path(tiny_qwen):
 
 
 # ---------------------------------------------------------------- (3) frugal update = plain update
-
-class FullLogits(nn.Module):
-    """The same LM without the frugal hook: the generic full-logits path of token_logprobs."""
-
-    def __init__(self, lm):
-        super().__init__()
-        self.lm = lm
-
-    def forward(self, ids):
-        return self.lm(input_ids=ids, use_cache=False).logits.float()
 
 
 class CaptureGradient:

@@ -242,6 +242,15 @@ def _get(cfg, dotted: str):
     return node
 
 
+def set_dotted(cfg, key: str, value) -> None:
+    """Set `a.b.c` on a config object (what a Hydra override does, for code that builds configs)."""
+    node = cfg
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = getattr(node, part)
+    setattr(node, leaf, value)
+
+
 def validate(cfg) -> None:
     """Raise ConfigError (one line) for a value outside its allowed set or range."""
     for key, allowed in CHOICES.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
+from bugfix_rl.registry import Registry
 
 
 def _edit_menu(env_cfg):
@@ -19,7 +20,7 @@ def _tools(env_cfg):
     return make_tools_env_factory(env_cfg)
 
 
-ENVS: dict[str, Callable] = {"edit_menu": _edit_menu, "tools": _tools}
+ENVS: dict[str, Callable] = Registry("env", {"edit_menu": _edit_menu, "tools": _tools})
 
 
 def _oracle_edit_menu():
@@ -34,7 +35,7 @@ def _oracle_tools():
     return ToolsOraclePolicy
 
 
-ORACLES: dict[str, Callable] = {"edit_menu": _oracle_edit_menu, "tools": _oracle_tools}
+ORACLES: dict[str, Callable] = Registry("env", {"edit_menu": _oracle_edit_menu, "tools": _oracle_tools})
 
 
 def oracle_for(env_cfg):
@@ -43,6 +44,4 @@ def oracle_for(env_cfg):
 
 
 def make_env_factory(env_cfg) -> tuple[Callable, Callable[[], None]]:
-    if env_cfg.name not in ENVS:
-        raise KeyError(f"unknown env {env_cfg.name!r}; valid: {', '.join(ENVS)}")
     return ENVS[env_cfg.name](env_cfg)

@@ -22,18 +22,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from bugfix_rl.registry import Registry
+
 AdvantageFn = Callable[[Tensor, float], Tensor]
-
-
-class _Registry(dict):
-    """A dict whose missing-key error lists the valid keys."""
-
-    def __init__(self, kind: str, entries: dict) -> None:
-        super().__init__(entries)
-        self.kind = kind
-
-    def __missing__(self, name: str):
-        raise KeyError(f"unknown {self.kind} {name!r}; valid: {', '.join(sorted(self))}")
 
 
 def _group_centered(rewards: Tensor) -> Tensor:
@@ -93,7 +84,7 @@ def reinforce_pp(rewards: Tensor, eps: float) -> Tensor:
     return _divide(centered, centered.std(unbiased=False), eps)
 
 
-ADVANTAGES: dict[str, AdvantageFn] = _Registry(
+ADVANTAGES: dict[str, AdvantageFn] = Registry(
     "advantage estimator",
     {"grpo": grpo, "dr_grpo": dr_grpo, "rloo": rloo, "reinforce_pp": reinforce_pp},
 )

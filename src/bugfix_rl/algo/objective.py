@@ -22,20 +22,11 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from bugfix_rl.registry import Registry
+
 KLEstimator = Callable[[Tensor, Tensor], Tensor]
 RatioFn = Callable[[Tensor, Tensor, Tensor], Tensor]
 AggregationFn = Callable[[Tensor, float | None], Tensor]
-
-
-class _Registry(dict):
-    """A dict whose missing-key error lists the valid keys."""
-
-    def __init__(self, kind: str, entries: dict) -> None:
-        super().__init__(entries)
-        self.kind = kind
-
-    def __missing__(self, name: str):
-        raise KeyError(f"unknown {self.kind} {name!r}; valid: {', '.join(sorted(self))}")
 
 
 def _masked_mean(values: Tensor, mask: Tensor) -> float:
@@ -65,7 +56,7 @@ def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
     return torch.expm1(log_r) - log_r
 
 
-KL_ESTIMATORS: dict[str, KLEstimator] = _Registry(
+KL_ESTIMATORS: dict[str, KLEstimator] = Registry(
     "KL estimator", {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
 )
 
@@ -93,7 +84,7 @@ def sequence_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
     return seq_mean + logp - logp.detach()
 
 
-RATIOS: dict[str, RatioFn] = _Registry(
+RATIOS: dict[str, RatioFn] = Registry(
     "ratio", {"token": token_log_ratio, "sequence": sequence_log_ratio}
 )
 
@@ -198,7 +189,7 @@ def norm_const_weights(mask: Tensor, norm_const: float | None) -> Tensor:
     return mask / norm_const
 
 
-AGGREGATIONS: dict[str, AggregationFn] = _Registry(
+AGGREGATIONS: dict[str, AggregationFn] = Registry(
     "aggregation",
     {
         "token_mean": token_mean_weights,

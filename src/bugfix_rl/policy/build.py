@@ -7,6 +7,7 @@ from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.rl_base import architecture, make_rl_base
 from bugfix_rl.policy.tiny import TinyAgent
 from bugfix_rl.policy.tokenizer import Tokenizer, build_tokenizer
+from bugfix_rl.registry import Registry
 
 
 def _word_tokenizer(cfg) -> Tokenizer:
@@ -49,20 +50,16 @@ def _qwen3(policy_cfg, tokenizer, init: str):
 
 
 # policy.name -> (cfg -> tokenizer, (policy_cfg, tokenizer, init) -> model)
-TOKENIZERS = {"tiny": _word_tokenizer, "qwen3": _chat_tokenizer}
-POLICIES = {"tiny": _tiny_agent, "qwen3": _qwen3}
+TOKENIZERS = Registry("policy", {"tiny": _word_tokenizer, "qwen3": _chat_tokenizer})
+POLICIES = Registry("policy", {"tiny": _tiny_agent, "qwen3": _qwen3})
 
 
 def build_tokenizer_for(cfg):
     """The policy's tokenizer (the word tokenizer for TinyAgent, the model's own for a chat model)."""
-    if cfg.policy.name not in TOKENIZERS:
-        raise KeyError(f"unknown policy {cfg.policy.name!r}; valid: {', '.join(TOKENIZERS)}")
     return TOKENIZERS[cfg.policy.name](cfg)
 
 
 def build_policy(policy_cfg, tokenizer, init: str | None = None):
     """The policy from `init` (default policy_cfg.init): for TinyAgent rl_base, scratch or a checkpoint
     path; for Qwen3 pretrained or a checkpoint path."""
-    if policy_cfg.name not in POLICIES:
-        raise KeyError(f"unknown policy {policy_cfg.name!r}; valid: {', '.join(POLICIES)}")
     return POLICIES[policy_cfg.name](policy_cfg, tokenizer, init or policy_cfg.init)

@@ -121,6 +121,18 @@ def policy_position_logprobs(hidden: torch.Tensor, head: nn.Module, ids: torch.T
     return zeros.index_put((rows, cols), token_logp), zeros.index_put((rows, cols), entropy)
 
 
+class FullLogits(nn.Module):
+    """A causal LM without the policy's frugal hook, so token_logprobs takes its generic full-logits
+    path: the reference the frugal update is checked and measured against."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, ids):
+        return self.lm(input_ids=ids, use_cache=False).logits.float()
+
+
 class QwenPolicy(nn.Module):
     """A causal LM with its chat token path. `cfg` is the PolicyConfig (max_len, max_new_tokens, ...)."""
 
