@@ -7,8 +7,6 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 from bugfix_rl import cli
 from bugfix_rl.evaluate.ablation import build_report
 

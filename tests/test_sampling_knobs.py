@@ -18,7 +18,6 @@ from bugfix_rl.config import AlgoConfig
 from bugfix_rl.dashboard import dashboard_row
 from bugfix_rl.gym.edit_menu import EpisodeInfo
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.rollout import collect
 from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_tasks
 from bugfix_rl.rollout.trajectory import Trajectory, collate
 from bugfix_rl.train import compute_advantages
@@ -32,14 +31,17 @@ def episode(task: str, reward: float, group: int, length: int = 10) -> Trajector
                       reward=reward, group=group, info=EpisodeInfo(task=task, fix_op="fix_init"))
 
 
-class FakeSampler:
-    """Stands in for collect.sample_groups: the first `solvable` tasks get 1 success in G, the rest 0."""
+class FakePool:
+    """Stands in for a rollout pool: the first `solvable` tasks get 1 success in G, the rest 0."""
 
     def __init__(self, solvable: set[str]):
         self.solvable = solvable
         self.calls: list[list[str]] = []
 
-    def __call__(self, model, tokenizer, tasks, group_size, make_env, temperature, generator, first_group=0):
+    def result(self, pending):
+        return pending
+
+    def submit(self, tasks, group_size, temperature, generator, first_group=0):
         self.calls.append([t.name for t in tasks])
         out = []
         for i, task in enumerate(tasks):
@@ -49,11 +51,10 @@ class FakeSampler:
         return out
 
 
-def collect_with(monkeypatch, solvable: set[str], seed: int = 0, task_stats=None, **algo):
-    fake = FakeSampler(solvable)
-    monkeypatch.setattr(collect, "sample_groups", fake)
+def collect_with(solvable: set[str], seed: int = 0, task_stats=None, **algo):
+    fake = FakePool(solvable)
     config = dataclasses.replace(AlgoConfig(), **algo)
-    rollouts = collect_step(None, None, TASKS, config, None, torch.Generator().manual_seed(seed), task_stats)
+    rollouts = collect_step(fake, TASKS, config, torch.Generator().manual_seed(seed), task_stats)
     return rollouts, fake
 
 
@@ -66,14 +67,14 @@ def degenerate_groups(trajectories: list[Trajectory]) -> int:
 # Dynamic sampling.
 
 
-def test_without_dynamic_sampling_one_round_of_64(monkeypatch):
-    rollouts, fake = collect_with(monkeypatch, solvable=set())
+def test_without_dynamic_sampling_one_round_of_64():
+    rollouts, fake = collect_with(solvable=set())
     assert len(rollouts.kept) == len(rollouts.sampled) == 64 and rollouts.rounds == 1 and len(fake.calls) == 1
 
 
-def test_hopeless_pool_spends_every_round_and_keeps_64(monkeypatch):
+def test_hopeless_pool_spends_every_round_and_keeps_64():
     """No task can produce a mixed group: 4 rounds x 64 episodes are spent, 64 are kept (all degenerate)."""
-    rollouts, fake = collect_with(monkeypatch, solvable=set(), dynamic_sampling=True, max_sample_rounds=4)
+    rollouts, fake = collect_with(solvable=set(), dynamic_sampling=True, max_sample_rounds=4)
     assert rollouts.rounds == 4 and [len(c) for c in fake.calls] == [8, 8, 8, 8]
     assert len(rollouts.sampled) == 4 * 64 and len(rollouts.kept) == 64
     row = dashboard_row(0, rollouts, {}, {})
@@ -81,9 +82,9 @@ def test_hopeless_pool_spends_every_round_and_keeps_64(monkeypatch):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_refills_only_degenerate_groups_and_counts_every_rollout(monkeypatch, seed):
+def test_refills_only_degenerate_groups_and_counts_every_rollout(seed):
     solvable = {t.name for t in TASKS[:10]}  # half the pool can give a mixed group
-    rollouts, fake = collect_with(monkeypatch, solvable, seed=seed, dynamic_sampling=True, max_sample_rounds=3)
+    rollouts, fake = collect_with(solvable, seed=seed, dynamic_sampling=True, max_sample_rounds=3)
     for previous, refill in zip(fake.calls, fake.calls[1:]):
         assert len(refill) == sum(name not in solvable for name in previous)  # only still-degenerate slots
     assert rollouts.rounds == len(fake.calls) <= 3
@@ -95,8 +96,8 @@ def test_refills_only_degenerate_groups_and_counts_every_rollout(monkeypatch, se
     assert dashboard_row(0, rollouts, {}, {})["sampled_episodes"] == len(rollouts.sampled)
 
 
-def test_dynamic_sampling_stops_when_no_group_is_degenerate(monkeypatch):
-    rollouts, fake = collect_with(monkeypatch, {t.name for t in TASKS}, dynamic_sampling=True)
+def test_dynamic_sampling_stops_when_no_group_is_degenerate():
+    rollouts, fake = collect_with({t.name for t in TASKS}, dynamic_sampling=True)
     assert rollouts.rounds == 1 and len(rollouts.sampled) == 64 and degenerate_groups(rollouts.kept) == 0
 
 
@@ -151,11 +152,11 @@ def test_curriculum_draws_unsolved_tasks_more_often():
     assert counts[NAMES[1]] / 2000 == pytest.approx(0.05 / 2.35, abs=0.015)
 
 
-def test_task_filter_in_collect_step_skips_filtered_tasks(monkeypatch):
+def test_task_filter_in_collect_step_skips_filtered_tasks():
     informative = {t.name for t in TASKS[:10]}
     for seed in range(5):
         stats = TaskStats({t.name: (0.5 if t.name in informative else 0.0) for t in TASKS})
-        _, fake = collect_with(monkeypatch, set(), seed=seed, task_stats=stats, task_filter=True)
+        _, fake = collect_with(set(), seed=seed, task_stats=stats, task_filter=True)
         assert set(fake.calls[0]) <= informative and len(fake.calls[0]) == 8
 
 

@@ -10,6 +10,7 @@ import torch
 from bugfix_rl.algo.update import policy_update
 from bugfix_rl.envs import make_env_factory
 from bugfix_rl.rollout.collect import collect_step
+from bugfix_rl.rollout.pool import InlinePool
 from bugfix_rl.rollout.trajectory import collate
 from bugfix_rl.train import Trainer, compute_advantages, run_training
 from tests.conftest import small_config
@@ -87,7 +88,8 @@ def test_sampler_records_token_in_token_out(rl_base, tokenizer):
     make_env, _ = make_env_factory(cfg.env)
     from bugfix_rl.gym.tasks import make_tasks
 
-    rollouts = collect_step(rl_base, tokenizer, make_tasks("train"), cfg.algo, make_env, torch.Generator().manual_seed(0))
+    rollouts = collect_step(InlinePool(rl_base, tokenizer, make_env), make_tasks("train"), cfg.algo,
+                            torch.Generator().manual_seed(0))
     assert len(rollouts.kept) == cfg.algo.group_size * cfg.algo.prompts_per_step
     batch = collate(rollouts.kept)
     compute_advantages(batch, rollouts, cfg.algo, rl_base.cfg.max_len)

@@ -154,6 +154,24 @@ class ColdStartConfig:
 
 
 @dataclass
+class RolloutConfig:
+    """Where episodes are sampled and graded, and how far generation may run ahead of the learner.
+
+    workers=0 samples in the trainer's process with the trainer's generator (the book's stream).
+    workers=N splits each step's groups into N shards, each sampled from its own seed: in N Ray actors
+    (engine=ray; each with its own policy replica and env, so its own sandbox) or one after another in
+    the trainer's process (engine=local: the same episodes as engine=ray, for tests and debugging).
+    max_staleness=k lets the batch of step s be sampled with the weights of step s-k while the learner
+    trains on earlier batches (k=0: synchronous); stale samples need algo.tis_cap.
+    """
+
+    workers: int = 0
+    engine: str = "ray"  # ray | local (used when workers > 0)
+    max_staleness: int = 0
+    worker_threads: int = 1  # torch threads per Ray actor
+
+
+@dataclass
 class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -161,6 +179,7 @@ class TrainConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     cold_start: ColdStartConfig = field(default_factory=ColdStartConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
     steps: int = 60
     seed: int = 0
     threads: int = 2  # torch CPU threads: results depend on it (see docs)
@@ -228,6 +247,7 @@ CHOICES = {
     "algo.tis_level": ("token", "sequence"),
     "logger.wandb_mode": ("offline", "online", "disabled"),
     "cold_start.source": ("oracle", "rejection"),
+    "rollout.engine": ("ray", "local"),
 }
 
 POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "algo.lr", "algo.epochs",
@@ -269,6 +289,22 @@ def validate(cfg) -> None:
         raise ConfigError(f"algo.minibatches={algo.minibatches} exceeds the batch size")
     if algo.dual_clip is not None and algo.dual_clip <= 1:
         raise ConfigError(f"algo.dual_clip={algo.dual_clip} must be > 1")
+    _validate_rollout(cfg)
+
+
+def _validate_rollout(cfg) -> None:
+    rollout = cfg.rollout
+    for key in ("workers", "max_staleness"):
+        if getattr(rollout, key) < 0:
+            raise ConfigError(f"rollout.{key}={getattr(rollout, key)} must be >= 0")
+    if rollout.worker_threads <= 0:
+        raise ConfigError(f"rollout.worker_threads={rollout.worker_threads} must be > 0")
+    if rollout.max_staleness > 0 and cfg.algo.tis_cap is None:
+        raise ConfigError(f"rollout.max_staleness={rollout.max_staleness} needs algo.tis_cap (the truncated "
+                          "importance correction of stale samples), e.g. algo.tis_cap=2.0")
+    if rollout.workers > 0 and cfg.policy.name != "tiny":
+        raise ConfigError(f"rollout.workers={rollout.workers} runs policy=tiny replicas; a chat model's rollouts "
+                          "belong in an inference engine (docs/SCALING.md), use rollout.workers=0")
 
 
 def register_configs() -> None:

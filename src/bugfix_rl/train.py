@@ -27,7 +27,8 @@ from bugfix_rl.evaluate.evaluate import sample_counts
 from bugfix_rl.evaluate.stats import paired_bootstrap_diff, pass_rate_summary
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
-from bugfix_rl.rollout.collect import TaskStats, collect_step
+from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_step_tasks
+from bugfix_rl.rollout.pool import make_pool
 from bugfix_rl.rollout.trajectory import collate
 
 
@@ -69,7 +70,12 @@ def apply_kl_in_reward(batch, model, ref_model, algo) -> float:
 
 
 class Trainer:
-    """Holds the wired stages of one run; `step()` does one GRPO step and returns its dashboard row."""
+    """Holds the wired stages of one run; `step()` does one GRPO step and returns its dashboard row.
+
+    Rollouts come from a pool (rollout/pool.py). With rollout.max_staleness = k > 0, the batch of
+    step s is submitted at step s - k, with the weights the learner had then, and trained at step s:
+    generation runs up to k steps ahead of the learner (in Ray actors it runs during the update).
+    """
 
     def __init__(self, cfg, model, tokenizer, make_env, generator: torch.Generator):
         self.cfg, self.algo = cfg, cfg.algo
@@ -81,15 +87,27 @@ class Trainer:
         self.optimizer = (make_optimizer(cfg.algo.lr) if make_optimizer
                           else torch.optim.Adam(model.parameters(), lr=cfg.algo.lr))
         self.task_stats = TaskStats() if (cfg.algo.task_filter or cfg.algo.curriculum) else None
+        self.pool = make_pool(cfg, model, tokenizer, make_env)
+        self.in_flight: dict[int, object] = {}  # step -> its submitted first sampling round
+
+    def _fill_pipeline(self, step: int) -> None:
+        """Publish the weights of version `step` and submit every batch up to step + max_staleness."""
+        self.pool.set_weights(self.model, step)
+        for ahead in range(step, step + self.cfg.rollout.max_staleness + 1):
+            if ahead not in self.in_flight and (ahead == step or ahead < self.cfg.steps):
+                chosen = draw_step_tasks(self.tasks, self.algo, self.generator, self.task_stats)
+                self.in_flight[ahead] = self.pool.submit(chosen, self.algo.group_size, self.algo.temperature,
+                                                         self.generator)
 
     def step(self, step: int) -> dict:
         algo = self.algo
         t0 = time.perf_counter()
-        rollouts = collect_step(self.model, self.tokenizer, self.tasks, algo, self.make_env, self.generator,
-                                self.task_stats)
+        self._fill_pipeline(step)
+        first_round = self.pool.result(self.in_flight.pop(step))
+        rollouts = collect_step(self.pool, self.tasks, algo, self.generator, self.task_stats, first_round)
         t1 = time.perf_counter()
         batch = collate(rollouts.kept, self.tokenizer.pad_id)
-        extra = {}
+        extra = staleness_metrics(rollouts.kept, step)
         if algo.kl_coef > 0 and algo.kl_in_reward:
             extra["kl_reward"] = apply_kl_in_reward(batch, self.model, self.ref_model, algo)
         compute_advantages(batch, rollouts, algo, self.model.cfg.max_len)
@@ -99,6 +117,17 @@ class Trainer:
         t2 = time.perf_counter()
         extra.update(time_sample=t1 - t0, time_update=t2 - t1)
         return dashboard_row(step, rollouts, metrics, extra)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def staleness_metrics(trajectories, step: int) -> dict:
+    """Staleness (learner step - sampling weights' step) per trained policy token: mean and max."""
+    tokens = torch.tensor([t.policy_tokens for t in trajectories], dtype=torch.float)
+    lag = torch.tensor([step - t.policy_version for t in trajectories], dtype=torch.float)
+    return {"staleness_mean": float((lag * tokens).sum() / tokens.sum().clamp_min(1)),
+            "staleness_max": float(lag[tokens > 0].max()) if bool((tokens > 0).any()) else 0.0}
 
 
 def cold_start(cfg, model, tokenizer, make_env) -> list[float]:
@@ -148,6 +177,7 @@ def run_training(cfg, run_dir: Path) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer_for(cfg)
     make_env, close_env = make_env_factory(cfg.env)
+    trainer = None
     try:
         base = build_policy(cfg.policy, tokenizer)
         if cfg.cold_start.enabled:
@@ -198,10 +228,13 @@ def run_training(cfg, run_dir: Path) -> dict:
                     keep(step + 1, model)
         for logger in loggers:
             logger.close()
+        trainer.close()  # rollout workers are not needed for the final evaluations
         result = finish_run(cfg, run_dir, state, base, tokenizer, make_env)
         view.final(result)
         return result
     finally:
+        if trainer is not None:
+            trainer.close()
         close_env()
 
 

@@ -12,9 +12,8 @@ from typing import Callable
 
 import torch
 
-from bugfix_rl.gym.edit_menu import RENAME_POOL
 from bugfix_rl.gym.tasks import Task
-from bugfix_rl.rollout.sampler import sample_episodes
+from bugfix_rl.rollout.pool import InlinePool
 from bugfix_rl.rollout.trajectory import Trajectory
 
 
@@ -77,32 +76,42 @@ def draw_tasks(tasks: list[Task], n: int, weights: torch.Tensor, generator: torc
 def sample_groups(model, tokenizer, tasks: list[Task], group_size: int, make_env: Callable, temperature: float,
                   generator: torch.Generator, first_group: int = 0) -> list[Trajectory]:
     """group_size renamed episodes of each task, in one batch; groups numbered from first_group."""
-    names = torch.randint(len(RENAME_POOL), (len(tasks) * group_size,), generator=generator).tolist()
-    envs, groups = [], []
-    for i, task in enumerate(tasks):
-        for j in range(group_size):
-            envs.append(make_env(task, RENAME_POOL[names[i * group_size + j]]))
-            groups.append(first_group + i)
-    return sample_episodes(model, tokenizer, envs, groups, temperature, generator)
+    return InlinePool(model, tokenizer, make_env).submit(tasks, group_size, temperature, generator, first_group)
 
 
-def collect_step(model, tokenizer, tasks: list[Task], algo, make_env: Callable, generator: torch.Generator,
-                 task_stats: TaskStats | None = None) -> StepRollouts:
+def draw_step_tasks(tasks: list[Task], algo, generator: torch.Generator,
+                    task_stats: TaskStats | None = None) -> list[Task]:
+    """The step's tasks (prompts_per_step of them), weighted by filtering / the curriculum if on."""
+    return draw_tasks(tasks, algo.prompts_per_step, _task_weights(tasks, algo, task_stats), generator)
+
+
+def _task_weights(tasks: list[Task], algo, task_stats: TaskStats | None) -> torch.Tensor:
+    return task_stats.weights(tasks, algo.task_filter, algo.curriculum) if task_stats else torch.ones(len(tasks))
+
+
+def collect_step(pool, tasks: list[Task], algo, generator: torch.Generator, task_stats: TaskStats | None = None,
+                 first_round: list[Trajectory] | None = None) -> StepRollouts:
+    """One step's rollouts through `pool` (rollout/pool.py).
+
+    first_round: the step's first sampling round when it was submitted earlier (bounded staleness,
+    train.py); otherwise the tasks are drawn and sampled now. Dynamic sampling's refill rounds are
+    sampled now, with the pool's current weights.
+    """
     G = algo.group_size
-    weights = (task_stats.weights(tasks, algo.task_filter, algo.curriculum) if task_stats
-               else torch.ones(len(tasks)))
-    chosen = draw_tasks(tasks, algo.prompts_per_step, weights, generator)
-    sampled = sample_groups(model, tokenizer, chosen, G, make_env, algo.temperature, generator)
+    if first_round is None:
+        chosen = draw_step_tasks(tasks, algo, generator, task_stats)
+        first_round = pool.result(pool.submit(chosen, G, algo.temperature, generator))
+    sampled = first_round
     groups = [sampled[i:i + G] for i in range(0, len(sampled), G)]
     rounds = 1
     if algo.dynamic_sampling:
+        weights = _task_weights(tasks, algo, task_stats)
         while rounds < algo.max_sample_rounds:
             degenerate = [i for i, g in enumerate(groups) if len({t.reward for t in g}) == 1]
             if not degenerate:
                 break
             refill = draw_tasks(tasks, len(degenerate), weights, generator)
-            fresh = sample_groups(model, tokenizer, refill, G, make_env, algo.temperature, generator,
-                                  first_group=len(sampled) // G)
+            fresh = pool.result(pool.submit(refill, G, algo.temperature, generator, first_group=len(sampled) // G))
             sampled = sampled + fresh
             for slot, start in zip(degenerate, range(0, len(fresh), G)):
                 candidate = fresh[start:start + G]

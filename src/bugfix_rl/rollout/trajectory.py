@@ -15,7 +15,8 @@ class Trajectory:
     policy_mask: True where the token was sampled by the policy, [T];
     sampler_logp: log-prob the sampler gave each sampled token (0 elsewhere), [T];
     reward: scalar outcome; group: index of its group (same task, same step); info: what happened
-    (an env-specific record such as EpisodeInfo).
+    (an env-specific record such as EpisodeInfo); policy_version: the learner step whose weights
+    sampled it (its staleness when trained at step s is s - policy_version).
     """
 
     ids: list[int]
@@ -24,6 +25,7 @@ class Trajectory:
     reward: float
     group: int
     info: object
+    policy_version: int = 0
 
     @property
     def policy_tokens(self) -> int:

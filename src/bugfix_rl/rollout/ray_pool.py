@@ -1,0 +1,95 @@
+"""Rollout and grading workers on Ray (`rollout.workers=N`, `rollout.engine=ray`).
+
+Each actor holds a policy replica, the tokenizer and its own env factory (for env=tools its own
+sandbox, so grading runs in the actor too). A step's groups are split into shards by
+`pool.shard_jobs`; shard i goes to actor i mod N. An actor runs its calls in the order they were
+sent, so weights published with `set_weights` before a `submit` are the weights that sample it: the
+trajectories are stamped with that version and are the same as `ShardedLocalPool`'s.
+
+Ray starts in-process (a local cluster of this machine's cores) unless one is already running.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from bugfix_rl.rollout.pool import EpisodeJob, sample_job, shard_jobs, stamp
+from bugfix_rl.rollout.trajectory import Trajectory
+
+
+def _ray():
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage reporting (and no network here)
+    import ray
+
+    return ray
+
+
+class RolloutWorker:
+    """One actor: a policy replica and an env factory built from the run's config."""
+
+    def __init__(self, cfg, threads: int):
+        torch.set_num_threads(threads)
+        from bugfix_rl.envs import make_env_factory
+        from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+
+        self.tokenizer = build_tokenizer_for(cfg)
+        self.model = build_policy(cfg.policy, self.tokenizer, init="scratch").eval()
+        self.make_env, self.close_env = make_env_factory(cfg.env)
+        self.version = 0
+
+    def set_weights(self, state: dict, version: int) -> None:
+        self.model.load_state_dict(state)
+        self.version = version
+
+    def sample(self, job: EpisodeJob) -> list[Trajectory]:
+        return stamp(sample_job(self.model, self.tokenizer, self.make_env, job), self.version)
+
+    def close(self) -> None:
+        self.close_env()
+
+
+class RayPool:
+    """N RolloutWorker actors; submit returns object refs, result gathers them in group order."""
+
+    def __init__(self, cfg, model, workers: int, threads: int = 1):
+        ray = _ray()
+        self.started_ray = not ray.is_initialized()
+        if self.started_ray:
+            ray.init(num_cpus=max(workers * threads, os.cpu_count() or 1), include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+        actor = ray.remote(num_cpus=threads)(RolloutWorker)
+        self.actors = [actor.remote(cfg, threads) for _ in range(workers)]
+        self.version = -1
+        self.set_weights(model, 0)
+
+    def set_weights(self, model, version: int) -> None:
+        """Publish the learner's weights; every call submitted after this samples with them."""
+        if version == self.version:
+            return
+        ray = _ray()
+        state = ray.put({k: v.detach().clone() for k, v in model.state_dict().items()})
+        for actor in self.actors:
+            actor.set_weights.remote(state, version)
+        self.version = version
+
+    def submit(self, tasks, group_size: int, temperature: float, generator: torch.Generator,
+               first_group: int = 0) -> list:
+        jobs = shard_jobs(tasks, group_size, first_group, temperature, len(self.actors), generator)
+        return [self.actors[i % len(self.actors)].sample.remote(job) for i, job in enumerate(jobs)]
+
+    def result(self, pending: list) -> list[Trajectory]:
+        return [t for shard in _ray().get(pending) for t in shard]
+
+    def close(self) -> None:
+        ray = _ray()
+        try:
+            ray.get([actor.close.remote() for actor in self.actors])
+        finally:
+            for actor in self.actors:
+                ray.kill(actor)
+            self.actors = []
+            if self.started_ray:
+                ray.shutdown()
+                self.started_ray = False

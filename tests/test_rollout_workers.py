@@ -1,0 +1,151 @@
+"""Rollout pools: Ray actors give the in-process sharded path's episodes; bounded staleness is exact.
+
+The Ray tests start a local Ray cluster in this process (two actors, one thread each).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from bugfix_rl.algo.update import token_logprobs
+from bugfix_rl.config import ConfigError, validate
+from bugfix_rl.envs import make_env_factory
+from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.policy.build import build_tokenizer_for
+from bugfix_rl.rollout.collect import sample_groups
+from bugfix_rl.rollout.pool import InlinePool, ShardedLocalPool, draw_names, shard_jobs
+from bugfix_rl.rollout.trajectory import collate
+from bugfix_rl.train import Trainer
+from tests.conftest import small_config
+
+
+def _trainer(model, tokenizer, cfg):
+    make_env, close_env = make_env_factory(cfg.env)
+    torch.manual_seed(cfg.seed)
+    return Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(cfg.seed)), close_env
+
+
+def _run(model, tokenizer, cfg, steps: int):
+    trainer, close_env = _trainer(model, tokenizer, cfg)
+    try:
+        rows = [trainer.step(s) for s in range(steps)]
+    finally:
+        trainer.close()
+        close_env()
+    return rows
+
+
+def _without_times(rows):
+    return [{k: v for k, v in r.items() if not k.startswith("time_")} for r in rows]
+
+
+def _episodes(trajectories):
+    return [(t.ids, t.policy_mask, t.sampler_logp, t.reward, t.group, t.policy_version) for t in trajectories]
+
+
+def test_shards_cover_every_group_once_with_their_own_seeds():
+    tasks = make_tasks("train")[:5]
+    jobs = shard_jobs(tasks, 4, 10, 1.0, 2, torch.Generator().manual_seed(0))
+    assert [len(j.tasks) for j in jobs] == [12, 8]  # whole groups: 3 + 2 tasks of 4 episodes
+    assert [g for j in jobs for g in j.groups] == [10 + i // 4 for i in range(20)]
+    assert [t.name for j in jobs for t in j.tasks] == [t.name for t in tasks for _ in range(4)]
+    assert jobs[1].seed == jobs[0].seed + 1
+    # the names are the inline path's first draw from the same generator
+    assert [n for j in jobs for n in j.names] == draw_names(20, torch.Generator().manual_seed(0))
+
+
+def test_inline_pool_is_the_sampler_path(rl_base, tokenizer):
+    make_env, _ = make_env_factory(small_config().env)
+    tasks = make_tasks("train")[:3]
+    a = sample_groups(rl_base, tokenizer, tasks, 4, make_env, 1.0, torch.Generator().manual_seed(5))
+    b = InlinePool(rl_base, tokenizer, make_env).submit(tasks, 4, 1.0, torch.Generator().manual_seed(5))
+    assert _episodes(a) == _episodes(b)
+
+
+def test_staleness_one_samples_next_batch_with_the_previous_weights(base_copy, tokenizer):
+    """max_staleness=1: the batch trained at step 1 was sampled before step 0's update, by version 0."""
+    cfg = small_config(**{"rollout.max_staleness": 1, "algo.tis_cap": 2.0})
+    version0 = copy.deepcopy(base_copy)
+    trainer, close_env = _trainer(base_copy, tokenizer, cfg)
+    row0 = trainer.step(0)
+    ahead = trainer.pool.result(trainer.in_flight[1])  # submitted during step 0, before its update
+    assert {t.policy_version for t in ahead} == {0}
+    batch = collate(ahead, tokenizer.pad_id)
+    with torch.no_grad():
+        old = token_logprobs(version0, batch.ids, cfg.algo.temperature, mask=batch.mask).logp
+        new = token_logprobs(trainer.model, batch.ids, cfg.algo.temperature, mask=batch.mask).logp
+    on = batch.mask > 0
+    assert float((old - batch.old_logp).abs()[on].max()) < 1e-4  # sampled by version 0
+    assert float((new - batch.old_logp).abs()[on].max()) > 1e-3  # and the learner has moved on
+    row1 = trainer.step(1)
+    trainer.close()
+    close_env()
+    assert row0["staleness_mean"] == 0.0 and row1["staleness_mean"] == 1.0 and row1["staleness_max"] == 1.0
+    assert 0.0 <= row1["tis_truncated_frac"] <= 1.0
+
+
+def test_staleness_needs_the_importance_correction():
+    cfg = small_config(**{"rollout.max_staleness": 1})
+    with pytest.raises(ConfigError, match="algo.tis_cap"):
+        validate(cfg)
+
+
+def test_shard_count_changes_the_stream_not_reproducibility(base_copy, rl_base, tokenizer):
+    """A seed per shard: 1 and 2 shards sample different episodes; the same shard count repeats exactly."""
+    cfg1 = small_config(**{"rollout.workers": 1, "rollout.engine": "local"})
+    cfg2 = small_config(**{"rollout.workers": 2, "rollout.engine": "local"})
+    r1 = _run(copy.deepcopy(rl_base), tokenizer, cfg1, 2)
+    r2 = _run(copy.deepcopy(rl_base), tokenizer, cfg2, 2)
+    r2_again = _run(base_copy, tokenizer, cfg2, 2)
+    assert _without_times(r2) == _without_times(r2_again)
+    assert _without_times(r1) != _without_times(r2)
+
+
+# ------------------------------------------------------------------------------------------------
+# Ray actors (a local cluster started in this process).
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.mark.parametrize("staleness", [0, 1])
+def test_ray_workers_train_exactly_like_the_in_process_shards(rl_base, tokenizer, staleness):
+    overrides = {"rollout.workers": 2, "rollout.max_staleness": staleness}
+    if staleness:
+        overrides["algo.tis_cap"] = 2.0
+    local_model, ray_model = copy.deepcopy(rl_base), copy.deepcopy(rl_base)
+    local = _run(local_model, tokenizer, small_config(**overrides, **{"rollout.engine": "local"}), 3)
+    remote = _run(ray_model, tokenizer, small_config(**overrides, **{"rollout.engine": "ray"}), 3)
+    assert _without_times(local) == _without_times(remote)
+    assert all(torch.equal(p, q) for p, q in zip(local_model.parameters(), ray_model.parameters()))
+    assert [r["staleness_max"] for r in remote] == [0.0] + [float(staleness)] * 2
+
+
+def test_ray_workers_sample_and_grade_tools_episodes_in_their_own_sandboxes(tokenizer):
+    """env=tools: the actors' sandboxes grade the same episodes to the same rewards as in-process."""
+    from bugfix_rl.policy.build import build_policy
+    from bugfix_rl.rollout.ray_pool import RayPool
+
+    cfg = small_config(**{"env.name": "tools", "policy.init": "scratch", "policy.max_len": 384, "rollout.workers": 2})
+    tools_tokenizer = build_tokenizer_for(cfg)
+    torch.manual_seed(0)
+    model = build_policy(cfg.policy, tools_tokenizer)
+    make_env, close_env = make_env_factory(cfg.env)
+    tasks = make_tasks("train")[:4]
+    try:
+        local = ShardedLocalPool(model, tools_tokenizer, make_env, 2)
+        local.set_weights(model, 3)
+        expected = local.result(local.submit(tasks, 2, 1.0, torch.Generator().manual_seed(1)))
+        pool = RayPool(cfg, model, 2)
+        try:
+            pool.set_weights(model, 3)
+            got = pool.result(pool.submit(tasks, 2, 1.0, torch.Generator().manual_seed(1)))
+        finally:
+            pool.close()
+    finally:
+        close_env()
+    assert _episodes(got) == _episodes(expected)
+    assert [t.info.grade_flags for t in got] == [t.info.grade_flags for t in expected]
+    assert {t.policy_version for t in got} == {3}
