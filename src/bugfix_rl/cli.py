@@ -183,7 +183,7 @@ def _sft(cfg):
 
 
 def _bench(cfg):
-    from bugfix_rl.commands import bench_command
+    from bugfix_rl.bench import bench_command
 
     bench_command(_to_object(cfg))
 

@@ -1,4 +1,4 @@
-"""Bodies of the non-train commands: preflight, eval, report, sft, bench."""
+"""Bodies of the non-train commands: preflight, sft, eval, report (bench: bench.py; simulate: simulate.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,35 @@ def preflight_command(cfg) -> bool:
     ok = all(c["ok"] for c in checks.values())
     view.print("preflight: all nine invariants hold" if ok else "[red]preflight FAILED[/red]")
     return ok
+
+
+def sft_command(cfg, run_dir: Path) -> Path:
+    """`bugfix-rl sft [cold_start.* overrides]`: SFT the configured policy on the cold-start demonstrations,
+    save it as <run dir>/sft.safetensors (usable as policy.init=<path>) and print its validation pass@1."""
+    from bugfix_rl.checkpoint import model_tensors, save_checkpoint
+    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+    from bugfix_rl.train import checkpoint_meta, cold_start, evaluate_split
+
+    torch.set_num_threads(cfg.threads)
+    tokenizer = build_tokenizer_for(cfg)
+    make_env, close_env = make_env_factory(cfg.env)
+    try:
+        model = build_policy(cfg.policy, tokenizer)
+        losses = cold_start(cfg, model, tokenizer, make_env)
+        path = Path(run_dir) / "sft.safetensors"
+        save_checkpoint(path, model_tensors(model), {**checkpoint_meta(cfg, 0, tokenizer), "sft_losses": losses})
+        val = evaluate_split(model, tokenizer, make_env, "val", cfg.eval.n_val, cfg.eval.val_seed,
+                             cfg.algo.temperature)
+    finally:
+        close_env()
+    console = Console(highlight=False)
+    console.print(f"SFT ({cfg.cold_start.source}, {cfg.cold_start.steps} steps): loss {losses[0]:.3f} -> {losses[-1]:.4f}")
+    lo, hi = val["ci"]
+    console.print(f"validation pass@1 {val['pass_at_1']:.3f} [{lo:.3f}, {hi:.3f}] ({val['tasks']} tasks x "
+                  f"{val['n']} episodes, 1 seed)")
+    console.print(f"wrote {path}  (train from it: bugfix-rl train policy.init={path})", soft_wrap=True)
+    return path
 
 
 def eval_command(cfg) -> dict:

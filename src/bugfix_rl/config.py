@@ -172,6 +172,16 @@ class RolloutConfig:
 
 
 @dataclass
+class BenchConfig:
+    """`bugfix-rl bench`: the configured rollout path vs one process (src/bugfix_rl/bench.py)."""
+
+    repeats: int = 3  # interleaved repeats of each path; best and median are printed
+    steps: int = 10  # training steps timed per repeat (0: sampling block only)
+    baseline_threads: int = 2  # torch threads of the single-process path
+    seed: int = 0  # repeat r samples with seed + r (the same for both paths)
+
+
+@dataclass
 class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -180,6 +190,7 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     cold_start: ColdStartConfig = field(default_factory=ColdStartConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
     steps: int = 60
     seed: int = 0
     threads: int = 2  # torch CPU threads: results depend on it (see docs)
@@ -252,7 +263,7 @@ CHOICES = {
 
 POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "algo.lr", "algo.epochs",
             "algo.minibatches", "algo.max_sample_rounds", "env.max_turns", "threads", "eval.n_val",
-            "eval.n_test", "algo.max_grad_norm")
+            "eval.n_test", "algo.max_grad_norm", "bench.repeats", "bench.baseline_threads")
 
 
 def _get(cfg, dotted: str):

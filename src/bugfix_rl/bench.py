@@ -1,0 +1,132 @@
+"""`bugfix-rl bench [train overrides]`: the configured rollout path timed side by side with one process.
+
+Two blocks, each interleaving the two paths repeat by repeat (so a load change on a shared machine
+hits both), printing best and median seconds and the ratio single-process / configured:
+
+1. sampling + grading of one step's batch (prompts_per_step x group_size episodes, the same tasks
+   and generator seed for both paths), through `rollout/pool.py`'s pools;
+2. (bench.steps > 0) whole training steps: the synchronous in-process trainer vs the configured one
+   (rollout.workers, rollout.max_staleness), median seconds per step over bench.steps steps.
+
+The single-process path uses bench.baseline_threads torch threads (the train default, 2); the
+configured path uses `threads` in this process plus rollout.worker_threads per Ray actor. Pool
+start-up (Ray and its actors) is timed apart and excluded from the per-step figures.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import statistics
+import time
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from bugfix_rl.envs import make_env_factory
+from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+from bugfix_rl.rollout.collect import draw_step_tasks
+from bugfix_rl.rollout.pool import InlinePool, make_pool
+
+
+def _sampling_seconds(pool, tasks, algo, seed: int) -> tuple[float, int]:
+    chosen = draw_step_tasks(tasks, algo, torch.Generator().manual_seed(seed))
+    start = time.perf_counter()
+    episodes = pool.result(pool.submit(chosen, algo.group_size, algo.temperature, torch.Generator().manual_seed(seed)))
+    return time.perf_counter() - start, len(episodes)
+
+
+def _step_seconds(cfg, model, tokenizer, make_env, steps: int) -> tuple[float, float]:
+    """(median seconds per training step after one warm-up step, pool start-up seconds)."""
+    from bugfix_rl.train import Trainer
+
+    torch.set_num_threads(cfg.threads)
+    start = time.perf_counter()
+    trainer = Trainer(cfg, copy.deepcopy(model), tokenizer, make_env, torch.Generator().manual_seed(cfg.seed))
+    startup = time.perf_counter() - start
+    try:
+        trainer.step(0)
+        seconds = []
+        for step in range(1, steps + 1):
+            start = time.perf_counter()
+            trainer.step(step)
+            seconds.append(time.perf_counter() - start)
+    finally:
+        trainer.close()
+    return statistics.median(seconds), startup
+
+
+def _summary(seconds: list[float]) -> str:
+    return f"best {min(seconds):.3f} s, median {statistics.median(seconds):.3f} s"
+
+
+def bench_command(cfg) -> dict:
+    from bugfix_rl.train import cold_start
+
+    console = Console(highlight=False)
+    bench = cfg.bench
+    single_threads = bench.baseline_threads
+    sync_cfg = dataclasses.replace(cfg, threads=single_threads,
+                                   rollout=dataclasses.replace(cfg.rollout, workers=0, max_staleness=0))
+    torch.set_num_threads(cfg.threads)
+    tokenizer = build_tokenizer_for(cfg)
+    make_env, close_env = make_env_factory(cfg.env)
+    result = {}
+    try:
+        model = build_policy(cfg.policy, tokenizer)
+        if cfg.cold_start.enabled:
+            start = time.perf_counter()
+            cold_start(cfg, model, tokenizer, make_env)
+            console.print(f"cold start (SFT, not timed below): {time.perf_counter() - start:.1f} s")
+        model.eval()
+        tasks = make_tasks("train")
+        configured_name = (f"{cfg.rollout.workers} {cfg.rollout.engine} workers x {cfg.rollout.worker_threads} thread"
+                           if cfg.rollout.workers else f"in-process, {cfg.threads} threads")
+        single_name = f"in-process, {single_threads} threads"
+        start = time.perf_counter()
+        pool = make_pool(cfg, model, tokenizer, make_env)
+        result["pool_startup_s"] = time.perf_counter() - start
+        inline = InlinePool(model, tokenizer, make_env)
+        times = {single_name: [], configured_name: []}
+        episodes = 0
+        try:
+            for repeat in range(-1, bench.repeats):  # repeat -1 warms both paths up (caches, sandbox forks)
+                for name, path, threads in ((single_name, inline, single_threads), (configured_name, pool, cfg.threads)):
+                    torch.set_num_threads(threads)
+                    seconds, episodes = _sampling_seconds(path, tasks, cfg.algo, bench.seed + max(repeat, 0))
+                    if repeat >= 0:
+                        times[name].append(seconds)
+        finally:
+            pool.close()
+        ratio = min(times[single_name]) / min(times[configured_name])
+        per_repeat = sorted(a / b for a, b in zip(times[single_name], times[configured_name]))
+        result["sampling"] = {"episodes": episodes, "times": times, "ratio_best": ratio, "ratio_per_repeat": per_repeat}
+        table = Table(title=f"sampling + grading one step's batch: {episodes} episodes, env={cfg.env.name}, "
+                            f"{bench.repeats} repeats")
+        for column in ("path", "seconds", "episodes / s"):
+            table.add_column(column)
+        for name, seconds in times.items():
+            table.add_row(name, _summary(seconds), f"{episodes / min(seconds):.1f}")
+        console.print(table)
+        console.print(f"ratio single-process / {configured_name}: best {ratio:.2f}x; per repeat (same tasks "
+                      f"and seed) median {statistics.median(per_repeat):.2f}x, range {per_repeat[0]:.2f}-"
+                      f"{per_repeat[-1]:.2f}x; pool start-up {result['pool_startup_s']:.1f} s (excluded)", soft_wrap=True)
+        if bench.steps > 0 and (cfg.rollout.workers or cfg.rollout.max_staleness or cfg.threads != single_threads):
+            step_times = {"sync, " + single_name: [], "configured": []}
+            for _ in range(bench.repeats):
+                sync, _ = _step_seconds(sync_cfg, model, tokenizer, make_env, bench.steps)
+                configured, startup = _step_seconds(cfg, model, tokenizer, make_env, bench.steps)
+                step_times["sync, " + single_name].append(sync)
+                step_times["configured"].append(configured)
+            step_ratio = min(step_times["sync, " + single_name]) / min(step_times["configured"])
+            result["steps"] = {"times": step_times, "ratio_best": step_ratio, "steps": bench.steps}
+            label = f"{configured_name}, max_staleness={cfg.rollout.max_staleness}"
+            console.print(f"training step (median of {bench.steps} steps, {bench.repeats} repeats): "
+                          f"sync, {single_name}: {_summary(step_times['sync, ' + single_name])}; "
+                          f"{label}: {_summary(step_times['configured'])}; ratio of bests {step_ratio:.2f}x",
+                          soft_wrap=True)
+    finally:
+        close_env()
+    return result
