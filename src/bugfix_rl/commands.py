@@ -12,7 +12,7 @@ from bugfix_rl.console import TrainConsole
 
 
 def preflight_command(cfg) -> bool:
-    """Print the nine invariants on the first batch; True iff all pass."""
+    """Print the preflight checks on the first batch (nine, plus the rollout pool's two); True iff all pass."""
     from bugfix_rl.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
     from bugfix_rl.preflight import run_preflight
@@ -29,7 +29,7 @@ def preflight_command(cfg) -> bool:
     view.enabled = True
     view.preflight(checks)
     ok = all(c["ok"] for c in checks.values())
-    view.print("preflight: all nine invariants hold" if ok else "[red]preflight FAILED[/red]")
+    view.print(f"preflight: all {len(checks)} checks hold" if ok else "[red]preflight FAILED[/red]")
     return ok
 
 

@@ -194,7 +194,7 @@ class TrainConfig:
     steps: int = 60
     seed: int = 0
     threads: int = 2  # torch CPU threads: results depend on it (see docs)
-    preflight: bool = True  # run the nine invariants before training
+    preflight: bool = True  # run the preflight checks before training
     allow_failed_preflight: bool = False  # start even when a preflight check fails
     resume: Optional[str] = None  # a checkpoint of an earlier run (same config): continue from its step
     arm: str = "default"  # label of this run in an ablation (report groups runs by arm and seed)

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from bugfix_rl.dashboard import CONSOLE_KEYS
+from bugfix_rl.dashboard import ASYNC_KEYS, CONSOLE_KEYS
 
 
 def _fmt(value) -> str:
@@ -31,7 +31,7 @@ class TrainConsole:
             (self._progress.console if self._progress else self.console).print(*args)
 
     def preflight(self, checks: dict) -> None:
-        table = Table(title="preflight: the nine invariants", show_lines=False)
+        table = Table(title=f"preflight: {len(checks)} checks", show_lines=False)
         for column in ("", "check", "value", "bound"):
             table.add_column(column)
         for name, c in checks.items():
@@ -57,7 +57,8 @@ class TrainConsole:
 
     def row(self, row: dict) -> None:
         if row["step"] % self.every == 0 or row["step"] + 1 == self.cfg.steps:
-            self.print(f"step {row['step']:3d} | " + " | ".join(f"{k} {_fmt(row.get(k))}" for k in CONSOLE_KEYS))
+            keys = CONSOLE_KEYS + (ASYNC_KEYS if self.cfg.rollout.max_staleness > 0 else ())
+            self.print(f"step {row['step']:3d} | " + " | ".join(f"{k} {_fmt(row.get(k))}" for k in keys))
 
     def checkpoint(self, step: int, val: dict) -> None:
         lo, hi = val["ci"]

@@ -2,7 +2,9 @@
 
 Row keys are namespaced by what they measure: outcome (reward, pass_rate), behaviour (reads, tests,
 edits, ...), optimizer (entropy, approx_kl, clip_frac, grad_norm, zero_adv_frac) and consistency
-(logp_gap between sampler and trainer). The PNG panel figure is drawn from the same rows.
+(logp_gap between sampler and trainer) and staleness (learner step minus the sampling weights' step,
+per trained token, and the truncated fraction of the importance weights). The PNG panel figure is
+drawn from the same rows.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ PANELS = {
     "behaviour": ("reads", "tests", "edits", "turns", "malformed", "failed"),
     "optimizer": ("entropy", "zero_adv_frac", "approx_kl", "clip_frac", "grad_norm"),
     "consistency": ("logp_gap", "logp_gap_mean", "logp_gap_p99"),
+    "staleness": ("staleness_mean", "staleness_max", "tis_truncated_frac"),  # drawn when a run has either
 }
 CONSOLE_KEYS = ("reward", "reads", "tests", "entropy", "zero_adv_frac", "approx_kl", "clip_frac", "grad_norm",
                 "logp_gap")
+ASYNC_KEYS = ("staleness_mean", "tis_truncated_frac")  # added to the console row when max_staleness > 0
 
 
 def dashboard_row(step: int, rollouts, update_metrics: dict, extra: dict) -> dict:
@@ -68,6 +72,10 @@ def read_metrics(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def _has_staleness(rows: list[dict]) -> bool:
+    return any(r.get("staleness_max", 0) > 0 or r.get("tis_truncated_frac") is not None for r in rows)
+
+
 def plot_dashboard(rows: list[dict], path: Path, title: str = "") -> Path:
     """The four-panel PNG: outcome, behaviour, optimizer state, sampler-trainer consistency."""
     import matplotlib
@@ -75,9 +83,10 @@ def plot_dashboard(rows: list[dict], path: Path, title: str = "") -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 4, figsize=(18, 3.8))
+    panels = {name: keys for name, keys in PANELS.items() if name != "staleness" or _has_staleness(rows)}
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8))
     steps = [r["step"] for r in rows]
-    for ax, (panel, keys) in zip(axes, PANELS.items()):
+    for ax, (panel, keys) in zip(axes, panels.items()):
         for key in keys:
             values = [r.get(key) for r in rows]
             if all(v is None for v in values):

@@ -1,5 +1,10 @@
 """Preflight: the nine invariants every RL trainer should assert, run on the first batch.
 
+With rollout workers or bounded staleness (rollout.workers > 0 or rollout.max_staleness > 0) the
+first batch is sampled through the configured pool (so check 2 compares the workers' log-probs with
+the trainer's), and two more checks cover that path (POOL_BOUNDS): weights published after an
+update sample exactly like the learner, and a batch one version stale gets importance weights != 1.
+
 Each check computes its value from the pipeline's real parts (sampler, collate, advantages, update)
 and compares it with a bound. They run on a copy of the policy, so preflight never changes the run.
 `check_batch` takes its parts as arguments, so a test can hand it a deliberately broken one (shifted
@@ -31,6 +36,10 @@ BOUNDS = {
     "update raises log pi where A > 0": (">", 0.0),
     "KL to reference > 0 after a step": (">", 0.0),
 }
+POOL_BOUNDS = {
+    "published weights = learner's": ("<", 1e-4),
+    "stale batch gets IS weights != 1": (">", 0.0),
+}
 
 
 def structural_policy_mask(traj: Trajectory, tokenizer, max_action_tokens: int) -> list[bool]:
@@ -52,7 +61,7 @@ def structural_policy_mask(traj: Trajectory, tokenizer, max_action_tokens: int) 
 
 
 def _verdict(name: str, value: float) -> dict:
-    op, bound = BOUNDS[name]
+    op, bound = BOUNDS[name] if name in BOUNDS else POOL_BOUNDS[name]
     ok = {"==": value == bound, "<": value < bound, ">": value > bound}[op]
     return {"value": float(value), "ok": bool(ok), "bound": f"{op} {bound:g}"}
 
@@ -169,36 +178,92 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     return checks
 
 
-def first_batch(model, tokenizer, make_env, algo, seed: int = 0, temperature: float | None = None):
-    """The first training batch: trajectories and the collated batch with advantages."""
+def first_batch(model, tokenizer, make_env, algo, seed: int = 0, temperature: float | None = None, pool=None):
+    """The first training batch: trajectories and the collated batch with advantages.
+
+    pool: the rollout pool to sample through (rollout/pool.py); default the inline sampler."""
     from bugfix_rl.gym.tasks import make_tasks
-    from bugfix_rl.rollout.collect import sample_groups
+    from bugfix_rl.rollout.pool import InlinePool
 
     tasks = make_tasks("train")[: algo.prompts_per_step]
     generator = torch.Generator().manual_seed(seed)
     temp = algo.temperature if temperature is None else temperature
-    trajectories = sample_groups(model, tokenizer, tasks, algo.group_size, make_env, temp, generator)
+    pool = pool or InlinePool(model, tokenizer, make_env)
+    trajectories = pool.result(pool.submit(tasks, algo.group_size, temp, generator))
     batch = collate(trajectories, tokenizer.pad_id)
     batch.advantages = ADVANTAGES[algo.adv_mode](batch.rewards.view(-1, algo.group_size), algo.adv_eps).reshape(-1)
     return trajectories, batch
+
+
+def check_pool(pool, model, trajectories: list[Trajectory], batch: Batch, algo, tokenizer, max_staleness: int,
+               seed: int = 0, update_fn: Callable = policy_update) -> dict[str, dict]:
+    """The rollout path's two checks, after one real update of a copy of the policy (the learner):
+
+    - published weights = learner's: the pool, given the learner's weights as version 1, samples a
+      fresh batch whose sampler log-probs the learner reproduces (< 1e-4);
+    - stale batch gets IS weights != 1 (max_staleness > 0 only): the first batch, now one version
+      old, keeps its sampler log-probs, so min(pi_learner / mu, C) differs from 1 (mean |w - 1| > 0)
+      and its staleness is within the bound. A pipeline that re-scored stale batches with the
+      current weights, or never published new ones, fails here.
+    """
+    from bugfix_rl.algo.objective import truncated_is_weights
+    from bugfix_rl.gym.tasks import make_tasks
+
+    checks = {}
+    learner = copy.deepcopy(model)
+    update_fn(learner, torch.optim.Adam(learner.parameters(), lr=algo.lr), batch, algo,
+              torch.Generator().manual_seed(0), None)
+    pool.set_weights(learner, 1)
+    tasks = make_tasks("train")[: algo.prompts_per_step]
+    fresh = collate(pool.result(pool.submit(tasks, algo.group_size, algo.temperature,
+                                            torch.Generator().manual_seed(seed + 1))), tokenizer.pad_id)
+    with torch.no_grad():
+        logp = token_logprobs(learner, fresh.ids, algo.temperature, mask=fresh.mask).logp
+        prox = token_logprobs(learner, batch.ids, algo.temperature, mask=batch.mask).logp
+    gap = float((logp - fresh.old_logp).abs()[fresh.mask > 0].max())
+    checks["published weights = learner's"] = _verdict("published weights = learner's", gap)
+    if max_staleness > 0:
+        weights, _ = truncated_is_weights(prox, batch.old_logp, batch.mask, algo.tis_cap, algo.tis_level)
+        lag = 1 - min(t.policy_version for t in trajectories)
+        moved = float(((weights - 1).abs() * batch.mask).sum() / batch.mask.sum())
+        checks["stale batch gets IS weights != 1"] = _verdict("stale batch gets IS weights != 1",
+                                                              moved if 0 < lag <= max_staleness else 0.0)
+    return checks
 
 
 SIGNAL_ATTEMPTS = 4
 
 
 def run_preflight(cfg, model, tokenizer, make_env) -> dict[str, dict]:
-    """The nine checks on the first batch that carries a learning signal.
+    """The nine checks on the first batch that carries a learning signal (plus the pool's two when
+    rollout.workers > 0 or rollout.max_staleness > 0).
 
     The update checks (7-9) need at least one group whose rewards differ; when the first batch has
     none, up to SIGNAL_ATTEMPTS batches (seeds seed, seed+1, ...) are drawn, and if none has signal the
     checks run anyway on the last one and fail: a policy that never succeeds cannot be trained.
     """
-    for attempt in range(SIGNAL_ATTEMPTS):
-        trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=cfg.seed + attempt)
-        if bool((batch.advantages != 0).any()):
-            break
-    max_action_tokens = make_env(make_first_task(), None).max_action_tokens
-    return check_batch(model, trajectories, batch, cfg.algo, tokenizer, max_action_tokens)
+    from bugfix_rl.rollout.pool import make_pool
+
+    rollout = getattr(cfg, "rollout", None)
+    with_pool = rollout is not None and (rollout.workers > 0 or rollout.max_staleness > 0)
+    pool = make_pool(cfg, model, tokenizer, make_env) if with_pool else None
+    try:
+        if pool is not None:
+            pool.set_weights(model, 0)
+        for attempt in range(SIGNAL_ATTEMPTS):
+            trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=cfg.seed + attempt,
+                                              pool=pool)
+            if bool((batch.advantages != 0).any()):
+                break
+        max_action_tokens = make_env(make_first_task(), None).max_action_tokens
+        checks = check_batch(model, trajectories, batch, cfg.algo, tokenizer, max_action_tokens)
+        if pool is not None:
+            checks.update(check_pool(pool, model, trajectories, batch, cfg.algo, tokenizer, rollout.max_staleness,
+                                     cfg.seed))
+    finally:
+        if pool is not None:
+            pool.close()
+    return checks
 
 
 def make_first_task():

@@ -24,7 +24,7 @@ import torch
 from bugfix_rl.evaluate.stats import paired_bootstrap_diff, required_units
 
 EFFECTS = (0.10, 0.05, 0.02)
-TRAIN_KEYS = ("late_reward", "late_exploit", "final_entropy", "sampled_episodes")
+TRAIN_KEYS = ("late_reward", "late_exploit", "final_entropy", "sampled_episodes", "seconds_per_step")
 
 
 class ReportError(ValueError):
@@ -206,13 +206,14 @@ def table_cells(report: Report, row: ArmRow) -> list[str]:
               else f"{row.diff[0]:+.3f} [{row.diff[1]:+.3f}, {row.diff[2]:+.3f}]")
     return [row.arm, " ".join(str(s) for s in row.seeds), " ".join(f"{v:.3f}" for v in row.per_seed),
             f"{row.mean:.3f}", paired, _num(row.train["late_reward"]), _num(row.train["late_exploit"], ".2f"),
-            _num(row.train["final_entropy"]), _num(row.train["sampled_episodes"], ".0f")]
+            _num(row.train["final_entropy"]), _num(row.train["sampled_episodes"], ".0f"),
+            _num(row.train["seconds_per_step"])]
 
 
 def table_header(report: Report) -> list[str]:
     score = "held-out" if report.source == "heldout" else "test"
     return ["arm", "seeds", f"{score} pass@1 by seed", "mean", f"vs {report.reference}, paired [95% CI]",
-            "late reward", "exploit", "entropy", "episodes"]
+            "late reward", "exploit", "entropy", "episodes", "s / step"]
 
 
 def describe(report: Report) -> str:
@@ -221,7 +222,8 @@ def describe(report: Report) -> str:
     return (f"{len(report.runs)} runs, {len(report.rows)} arms; score: pass@1 on {report.tasks} {score},"
             f" {report.episodes} episodes per task per run. The paired interval resamples tasks after averaging"
             f" each task over seeds; late reward and exploit use are means of the last 5 training steps, entropy"
-            f" is the last step's (nats, policy tokens), episodes are those sampled per run; all averaged over"
+            f" is the last step's (nats, policy tokens), episodes are those sampled per run, s / step is the"
+            f" training loop's wall-clock per step (sampling + update, evaluations excluded); all averaged over"
             f" seeds.")
 
 
