@@ -17,6 +17,11 @@ CASES = [
     (["train", "algo.group_size=1"], "algo.group_size=1 must be >= 2", ""),
     (["preflight", "env.reward=secret"], "env.reward=secret is not allowed", "public"),
     (["frobnicate"], "unknown command 'frobnicate'", "train"),
+    (["train", "rollout.max_staleness=1"], "rollout.max_staleness=1 needs algo.tis_cap", "tis_cap=2.0"),
+    (["train", "rollout.workers=-1"], "rollout.workers=-1 must be >= 0", ""),
+    (["train", "rollout.engine=spark"], "rollout.engine=spark is not allowed", "ray, local"),
+    (["bench", "bench.repeats=0"], "bench.repeats=0 must be > 0", ""),
+    (["sft", "cold_start.source=web"], "cold_start.source=web is not allowed", "oracle"),
 ]
 
 

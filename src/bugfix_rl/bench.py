@@ -58,6 +58,15 @@ def _step_seconds(cfg, model, tokenizer, make_env, steps: int) -> tuple[float, f
     return statistics.median(seconds), startup
 
 
+def _path_name(cfg) -> str:
+    rollout = cfg.rollout
+    if rollout.workers == 0:
+        return f"in-process, {cfg.threads} threads"
+    if rollout.engine == "local":
+        return f"{rollout.workers} in-process shards, {cfg.threads} threads"
+    return f"{rollout.workers} ray workers x {rollout.worker_threads} thread"
+
+
 def _summary(seconds: list[float]) -> str:
     return f"best {min(seconds):.3f} s, median {statistics.median(seconds):.3f} s"
 
@@ -82,8 +91,7 @@ def bench_command(cfg) -> dict:
             console.print(f"cold start (SFT, not timed below): {time.perf_counter() - start:.1f} s")
         model.eval()
         tasks = make_tasks("train")
-        configured_name = (f"{cfg.rollout.workers} {cfg.rollout.engine} workers x {cfg.rollout.worker_threads} thread"
-                           if cfg.rollout.workers else f"in-process, {cfg.threads} threads")
+        configured_name = _path_name(cfg)
         single_name = f"in-process, {single_threads} threads"
         start = time.perf_counter()
         pool = make_pool(cfg, model, tokenizer, make_env)
