@@ -6,7 +6,8 @@ sandbox, so grading runs in the actor too). A step's groups are split into shard
 sent, so weights published with `set_weights` before a `submit` are the weights that sample it: the
 trajectories are stamped with that version and are the same as `ShardedLocalPool`'s.
 
-Ray starts in-process (a local cluster of this machine's cores) unless one is already running.
+Ray starts in-process (a local cluster of this machine's cores, on 127.0.0.1) unless one is already
+running; with RAY_ADDRESS set, the pool joins that cluster instead.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ from bugfix_rl.rollout.trajectory import Trajectory
 
 
 def _ray():
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage reporting (and no network here)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage reporting
+    if "RAY_ADDRESS" not in os.environ:
+        # a local cluster (no address to join): bind it to the loopback address, as Ray does on macOS,
+        # instead of the machine's network interface
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray
 
     return ray
@@ -56,7 +61,9 @@ class RayPool:
     def __init__(self, cfg, model, workers: int, threads: int = 1):
         ray = _ray()
         self.started_ray = not ray.is_initialized()
-        if self.started_ray:
+        if self.started_ray and "RAY_ADDRESS" in os.environ:
+            ray.init(log_to_driver=False, configure_logging=False)  # join the cluster it names
+        elif self.started_ray:
             ray.init(num_cpus=max(workers * threads, os.cpu_count() or 1), include_dashboard=False,
                      log_to_driver=False, configure_logging=False)
         actor = ray.remote(num_cpus=threads)(RolloutWorker)
