@@ -23,6 +23,7 @@ from tests.conftest import small_config
 
 
 def _trainer(model, tokenizer, cfg):
+    torch.set_num_threads(cfg.threads)  # 1 in small_config, as in the actors
     make_env, close_env = make_env_factory(cfg.env)
     torch.manual_seed(cfg.seed)
     return Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(cfg.seed)), close_env
@@ -129,6 +130,7 @@ def test_ray_workers_sample_and_grade_tools_episodes_in_their_own_sandboxes(toke
     from bugfix_rl.rollout.ray_pool import RayPool
 
     cfg = small_config(**{"env.name": "tools", "policy.init": "scratch", "policy.max_len": 384, "rollout.workers": 2})
+    torch.set_num_threads(1)  # the actors' thread count: the same floats need the same reductions
     tools_tokenizer = build_tokenizer_for(cfg)
     torch.manual_seed(0)
     model = build_policy(cfg.policy, tools_tokenizer)
