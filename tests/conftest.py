@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import torch
@@ -10,6 +11,8 @@ import torch
 from bugfix_rl.config import TrainConfig, set_dotted
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.tokenizer import build_tokenizer
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # local Ray clusters on 127.0.0.1 (read at import)
 
 
 @pytest.fixture(scope="session")

@@ -230,6 +230,19 @@ def test_pool_checks_pass_on_the_sharded_pool(first):
     assert set(checks) == {PUBLISHED, STALE} and all(c["ok"] for c in checks.values()), checks
 
 
+def test_pool_checks_pass_in_process_with_staleness(first):
+    """rollout.workers=0 with max_staleness=1: the inline pool samples with what was published."""
+    from bugfix_rl.rollout.pool import InlinePool
+
+    checks = _pool_checks(first, InlinePool(first.model, first.tokenizer, first.make_env))
+    assert all(c["ok"] for c in checks.values()), checks
+
+
+def test_preflight_command_passes_in_process_with_staleness(tmp_path, capsys):
+    cli.main(["preflight", "threads=1", "rollout.max_staleness=1", "algo.tis_cap=2.0", f"hydra.run.dir={tmp_path}"])
+    assert "all 11 checks hold" in capsys.readouterr().out
+
+
 def test_pool_that_never_publishes_new_weights_fails(first):
     from bugfix_rl.rollout.pool import ShardedLocalPool
 

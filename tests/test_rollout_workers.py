@@ -142,6 +142,7 @@ def test_ray_workers_sample_and_grade_tools_episodes_in_their_own_sandboxes(toke
         expected = local.result(local.submit(tasks, 2, 1.0, torch.Generator().manual_seed(1)))
         pool = RayPool(cfg, model, 2)
         try:
+            assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")  # loopback only
             pool.set_weights(model, 3)
             got = pool.result(pool.submit(tasks, 2, 1.0, torch.Generator().manual_seed(1)))
         finally:
@@ -151,3 +152,13 @@ def test_ray_workers_sample_and_grade_tools_episodes_in_their_own_sandboxes(toke
     assert _episodes(got) == _episodes(expected)
     assert [t.info.grade_flags for t in got] == [t.info.grade_flags for t in expected]
     assert {t.policy_version for t in got} == {3}
+
+
+def test_ray_pool_closes_cleanly_when_an_actor_died(rl_base, capsys):
+    from bugfix_rl.rollout.ray_pool import RayPool
+
+    pool = RayPool(small_config(**{"rollout.workers": 2}), rl_base, 2)
+    ray.kill(pool.actors[0])
+    pool.close(timeout=10.0)  # warns, kills the rest, stops the cluster it started; does not raise
+    assert "did not close cleanly" in capsys.readouterr().err
+    assert not ray.is_initialized()

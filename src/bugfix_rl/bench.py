@@ -10,7 +10,8 @@ hits both), printing best and median seconds and the ratio single-process / conf
 
 The single-process path uses bench.baseline_threads torch threads (the train default, 2); the
 configured path uses `threads` in this process plus rollout.worker_threads per Ray actor. Pool
-start-up (Ray and its actors) is timed apart and excluded from the per-step figures.
+start-up (Ray, and its actors built and holding the weights) is timed apart and excluded from the
+per-step figures.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ def bench_command(cfg) -> dict:
     console = Console(highlight=False)
     bench = cfg.bench
     single_threads = bench.baseline_threads
+    # the timed trainers run bench.steps + 1 steps, so the pipeline looks ahead on every timed step but the last
+    cfg = dataclasses.replace(cfg, steps=bench.steps + 1)
     sync_cfg = dataclasses.replace(cfg, threads=single_threads,
                                    rollout=dataclasses.replace(cfg.rollout, workers=0, max_staleness=0))
     torch.set_num_threads(cfg.threads)

@@ -160,7 +160,8 @@ class RolloutConfig:
     workers=0 samples in the trainer's process with the trainer's generator (the book's stream).
     workers=N splits each step's groups into N shards, each sampled from its own seed: in N Ray actors
     (engine=ray; each with its own policy replica and env, so its own sandbox) or one after another in
-    the trainer's process (engine=local: the same episodes as engine=ray, for tests and debugging).
+    the trainer's process (engine=local: the same episodes as engine=ray when threads equals
+    rollout.worker_threads, for tests and debugging).
     max_staleness=k lets the batch of step s be sampled with the weights of step s-k while the learner
     trains on earlier batches (k=0: synchronous); stale samples need algo.tis_cap.
     """
@@ -263,7 +264,8 @@ CHOICES = {
 
 POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "algo.lr", "algo.epochs",
             "algo.minibatches", "algo.max_sample_rounds", "env.max_turns", "threads", "eval.n_val",
-            "eval.n_test", "algo.max_grad_norm", "bench.repeats", "bench.baseline_threads")
+            "eval.n_test", "algo.max_grad_norm", "bench.repeats", "bench.baseline_threads", "cold_start.steps",
+            "cold_start.batch_size", "cold_start.demos", "cold_start.rejection_per_task", "cold_start.lr")
 
 
 def _get(cfg, dotted: str):

@@ -246,9 +246,10 @@ def run_preflight(cfg, model, tokenizer, make_env) -> dict[str, dict]:
 
     rollout = getattr(cfg, "rollout", None)
     with_pool = rollout is not None and (rollout.workers > 0 or rollout.max_staleness > 0)
-    pool = make_pool(cfg, model, tokenizer, make_env) if with_pool else None
+    pool = None
     try:
-        if pool is not None:
+        if with_pool:
+            pool = make_pool(cfg, model, tokenizer, make_env)
             pool.set_weights(model, 0)
         for attempt in range(SIGNAL_ATTEMPTS):
             trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=cfg.seed + attempt,

@@ -167,7 +167,8 @@ def run_training(cfg, run_dir: Path) -> dict:
 
     With cfg.resume set, the run continues from that checkpoint: weights, optimizer state, the
     sampling generator's state, dashboard rows and validation results are restored, so the resumed
-    run reaches the same parameters as an uninterrupted one (same seed, same threads).
+    run reaches the same parameters as an uninterrupted one (same seed, same threads). With
+    rollout.max_staleness > 0 the batches that were in flight are drawn again, so it does not.
     """
     from bugfix_rl.console import TrainConsole
     from bugfix_rl.preflight import run_preflight
@@ -233,9 +234,11 @@ def run_training(cfg, run_dir: Path) -> dict:
         view.final(result)
         return result
     finally:
-        if trainer is not None:
-            trainer.close()
-        close_env()
+        try:
+            if trainer is not None:
+                trainer.close()
+        finally:
+            close_env()
 
 
 def resume_tensors(trainer: "Trainer") -> dict:

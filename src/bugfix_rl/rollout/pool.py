@@ -80,14 +80,15 @@ def stamp(trajectories: list[Trajectory], version: int) -> list[Trajectory]:
 
 
 class InlinePool:
-    """Samples in the caller's process with the live model and the caller's generator, at submit time."""
+    """Samples in the caller's process with the last published model and the caller's generator, at
+    submit time."""
 
     def __init__(self, model, tokenizer, make_env: Callable):
         self.model, self.tokenizer, self.make_env = model, tokenizer, make_env
         self.version = 0
 
     def set_weights(self, model, version: int) -> None:
-        self.version = version  # the live model is the learner: nothing to copy
+        self.model, self.version = model, version  # in the trainer: the live model itself, nothing copied
 
     def submit(self, tasks: list[Task], group_size: int, temperature: float, generator: torch.Generator,
                first_group: int = 0) -> list[Trajectory]:

@@ -13,6 +13,7 @@ running; with RAY_ADDRESS set, the pool joins that cluster instead.
 from __future__ import annotations
 
 import os
+import sys
 
 import torch
 
@@ -20,12 +21,20 @@ from bugfix_rl.rollout.pool import EpisodeJob, sample_job, shard_jobs, stamp
 from bugfix_rl.rollout.trajectory import Trajectory
 
 
-def _ray():
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage reporting
+def _local_cluster_settings() -> None:
+    """Ray reads these when it is first imported: no usage reporting, and a local cluster (no
+    RAY_ADDRESS to join) bound to the loopback address, as Ray does on macOS, instead of the machine's
+    network interface."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if "RAY_ADDRESS" not in os.environ:
-        # a local cluster (no address to join): bind it to the loopback address, as Ray does on macOS,
-        # instead of the machine's network interface
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
+_local_cluster_settings()
+
+
+def _ray():
+    _local_cluster_settings()
     import ray
 
     return ray
@@ -66,20 +75,25 @@ class RayPool:
         elif self.started_ray:
             ray.init(num_cpus=max(workers * threads, os.cpu_count() or 1), include_dashboard=False,
                      log_to_driver=False, configure_logging=False)
-        actor = ray.remote(num_cpus=threads)(RolloutWorker)
-        self.actors = [actor.remote(cfg, threads) for _ in range(workers)]
-        self.version = -1
-        self.set_weights(model, 0)
+        self.actors = []
+        try:
+            actor = ray.remote(num_cpus=threads)(RolloutWorker)
+            self.actors = [actor.remote(cfg, threads) for _ in range(workers)]
+            self.version = -1
+            ray.get(self.set_weights(model, 0))  # waits until every actor is built and holds the weights
+        except BaseException:
+            self.close(timeout=5.0)
+            raise
 
-    def set_weights(self, model, version: int) -> None:
-        """Publish the learner's weights; every call submitted after this samples with them."""
+    def set_weights(self, model, version: int) -> list:
+        """Publish the learner's weights; every call submitted after this samples with them.
+        Returns the actors' acknowledgements (object refs; nobody needs to wait for them)."""
         if version == self.version:
-            return
+            return []
         ray = _ray()
         state = ray.put({k: v.detach().clone() for k, v in model.state_dict().items()})
-        for actor in self.actors:
-            actor.set_weights.remote(state, version)
         self.version = version
+        return [actor.set_weights.remote(state, version) for actor in self.actors]
 
     def submit(self, tasks, group_size: int, temperature: float, generator: torch.Generator,
                first_group: int = 0) -> list:
@@ -89,10 +103,15 @@ class RayPool:
     def result(self, pending: list) -> list[Trajectory]:
         return [t for shard in _ray().get(pending) for t in shard]
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
+        """Close the actors' sandboxes (best effort: a dead or hung actor is killed anyway), kill the
+        actors, and stop Ray if this pool started it. Never raises for a failed actor."""
         ray = _ray()
         try:
-            ray.get([actor.close.remote() for actor in self.actors])
+            ray.get([actor.close.remote() for actor in self.actors], timeout=timeout)
+        except Exception as err:  # noqa: BLE001  (the run's own error, if any, is the one to report)
+            print(f"warning: rollout workers did not close cleanly ({type(err).__name__}); killing them",
+                  file=sys.stderr)
         finally:
             for actor in self.actors:
                 ray.kill(actor)
