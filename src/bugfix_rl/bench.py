@@ -25,9 +25,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from bugfix_rl.envs import make_env_factory
+from bugfix_rl.commands import configured_policy
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.rollout.collect import draw_step_tasks
 from bugfix_rl.rollout.pool import InlinePool, make_pool
 
@@ -39,14 +38,12 @@ def _sampling_seconds(pool, tasks, algo, seed: int) -> tuple[float, int]:
     return time.perf_counter() - start, len(episodes)
 
 
-def _step_seconds(cfg, model, tokenizer, make_env, steps: int) -> tuple[float, float]:
-    """(median seconds per training step after one warm-up step, pool start-up seconds)."""
+def _step_seconds(cfg, model, tokenizer, make_env, steps: int) -> float:
+    """Median seconds per training step after one warm-up step (the pool's start-up not counted)."""
     from bugfix_rl.train import Trainer
 
     torch.set_num_threads(cfg.threads)
-    start = time.perf_counter()
     trainer = Trainer(cfg, copy.deepcopy(model), tokenizer, make_env, torch.Generator().manual_seed(cfg.seed))
-    startup = time.perf_counter() - start
     try:
         trainer.step(0)
         seconds = []
@@ -56,7 +53,7 @@ def _step_seconds(cfg, model, tokenizer, make_env, steps: int) -> tuple[float, f
             seconds.append(time.perf_counter() - start)
     finally:
         trainer.close()
-    return statistics.median(seconds), startup
+    return statistics.median(seconds)
 
 
 def _path_name(cfg) -> str:
@@ -82,12 +79,8 @@ def bench_command(cfg) -> dict:
     cfg = dataclasses.replace(cfg, steps=bench.steps + 1)
     sync_cfg = dataclasses.replace(cfg, threads=single_threads,
                                    rollout=dataclasses.replace(cfg.rollout, workers=0, max_staleness=0))
-    torch.set_num_threads(cfg.threads)
-    tokenizer = build_tokenizer_for(cfg)
-    make_env, close_env = make_env_factory(cfg.env)
     result = {}
-    try:
-        model = build_policy(cfg.policy, tokenizer)
+    with configured_policy(cfg) as (model, tokenizer, make_env):
         if cfg.cold_start.enabled:
             start = time.perf_counter()
             cold_start(cfg, model, tokenizer, make_env)
@@ -125,19 +118,16 @@ def bench_command(cfg) -> dict:
                       f"and seed) median {statistics.median(per_repeat):.2f}x, range {per_repeat[0]:.2f}-"
                       f"{per_repeat[-1]:.2f}x; pool start-up {result['pool_startup_s']:.1f} s (excluded)", soft_wrap=True)
         if bench.steps > 0 and (cfg.rollout.workers or cfg.rollout.max_staleness or cfg.threads != single_threads):
-            step_times = {"sync, " + single_name: [], "configured": []}
+            sync_name = "sync, " + single_name
+            step_times = {sync_name: [], "configured": []}
             for _ in range(bench.repeats):
-                sync, _ = _step_seconds(sync_cfg, model, tokenizer, make_env, bench.steps)
-                configured, startup = _step_seconds(cfg, model, tokenizer, make_env, bench.steps)
-                step_times["sync, " + single_name].append(sync)
-                step_times["configured"].append(configured)
-            step_ratio = min(step_times["sync, " + single_name]) / min(step_times["configured"])
+                step_times[sync_name].append(_step_seconds(sync_cfg, model, tokenizer, make_env, bench.steps))
+                step_times["configured"].append(_step_seconds(cfg, model, tokenizer, make_env, bench.steps))
+            step_ratio = min(step_times[sync_name]) / min(step_times["configured"])
             result["steps"] = {"times": step_times, "ratio_best": step_ratio, "steps": bench.steps}
             label = f"{configured_name}, max_staleness={cfg.rollout.max_staleness}"
             console.print(f"training step (median of {bench.steps} steps, {bench.repeats} repeats): "
-                          f"sync, {single_name}: {_summary(step_times['sync, ' + single_name])}; "
+                          f"{sync_name}: {_summary(step_times[sync_name])}; "
                           f"{label}: {_summary(step_times['configured'])}; ratio of bests {step_ratio:.2f}x",
                           soft_wrap=True)
-    finally:
-        close_env()
     return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -11,20 +12,28 @@ from rich.console import Console
 from bugfix_rl.console import TrainConsole
 
 
-def preflight_command(cfg) -> bool:
-    """Print the preflight checks on the first batch (nine, plus the rollout pool's two); True iff all pass."""
+@contextmanager
+def configured_policy(cfg):
+    """(policy, tokenizer, make_env) as the train config builds them, with torch's threads set; the env
+    (its sandbox, for env=tools) is closed on exit."""
     from bugfix_rl.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
-    from bugfix_rl.preflight import run_preflight
 
     torch.set_num_threads(cfg.threads)
     tokenizer = build_tokenizer_for(cfg)
     make_env, close_env = make_env_factory(cfg.env)
     try:
-        model = build_policy(cfg.policy, tokenizer)
-        checks = run_preflight(cfg, model, tokenizer, make_env)
+        yield build_policy(cfg.policy, tokenizer), tokenizer, make_env
     finally:
         close_env()
+
+
+def preflight_command(cfg) -> bool:
+    """Print the preflight checks on the first batch (nine, plus the rollout pool's two); True iff all pass."""
+    from bugfix_rl.preflight import run_preflight
+
+    with configured_policy(cfg) as (model, tokenizer, make_env):
+        checks = run_preflight(cfg, model, tokenizer, make_env)
     view = TrainConsole(cfg)
     view.enabled = True
     view.preflight(checks)
@@ -37,22 +46,14 @@ def sft_command(cfg, run_dir: Path) -> Path:
     """`bugfix-rl sft [cold_start.* overrides]`: SFT the configured policy on the cold-start demonstrations,
     save it as <run dir>/sft.safetensors (usable as policy.init=<path>) and print its validation pass@1."""
     from bugfix_rl.checkpoint import model_tensors, save_checkpoint
-    from bugfix_rl.envs import make_env_factory
-    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
     from bugfix_rl.train import checkpoint_meta, cold_start, evaluate_split
 
-    torch.set_num_threads(cfg.threads)
-    tokenizer = build_tokenizer_for(cfg)
-    make_env, close_env = make_env_factory(cfg.env)
-    try:
-        model = build_policy(cfg.policy, tokenizer)
+    with configured_policy(cfg) as (model, tokenizer, make_env):
         losses = cold_start(cfg, model, tokenizer, make_env)
         path = Path(run_dir) / "sft.safetensors"
         save_checkpoint(path, model_tensors(model), {**checkpoint_meta(cfg, 0, tokenizer), "sft_losses": losses})
         val = evaluate_split(model, tokenizer, make_env, "val", cfg.eval.n_val, cfg.eval.val_seed,
                              cfg.algo.temperature)
-    finally:
-        close_env()
     console = Console(highlight=False)
     console.print(f"SFT ({cfg.cold_start.source}, {cfg.cold_start.steps} steps): loss {losses[0]:.3f} -> {losses[-1]:.4f}")
     lo, hi = val["ci"]

@@ -77,7 +77,8 @@ def _has_staleness(rows: list[dict]) -> bool:
 
 
 def plot_dashboard(rows: list[dict], path: Path, title: str = "") -> Path:
-    """The four-panel PNG: outcome, behaviour, optimizer state, sampler-trainer consistency."""
+    """The panel PNG: outcome, behaviour, optimizer state, sampler-trainer consistency, and staleness
+    when the run has any (`_has_staleness`)."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -42,10 +42,11 @@ def draw_names(n: int, generator: torch.Generator) -> list[str]:
     return [RENAME_POOL[i] for i in torch.randint(len(RENAME_POOL), (n,), generator=generator).tolist()]
 
 
-def episodes_of(tasks: list[Task], group_size: int, first_group: int, names: list[str]):
-    """Per-episode (task, name, group) lists: group_size episodes of each task, groups from first_group."""
-    per_task = [(task, first_group + i) for i, task in enumerate(tasks) for _ in range(group_size)]
-    return [t for t, _ in per_task], names, [g for _, g in per_task]
+def group_job(tasks: list[Task], group_size: int, first_group: int, names: list[str], temperature: float,
+              seed: int) -> EpisodeJob:
+    """group_size episodes of each task with the given shown names; groups numbered from first_group."""
+    return EpisodeJob([task for task in tasks for _ in range(group_size)], names,
+                      [first_group + i for i in range(len(tasks)) for _ in range(group_size)], temperature, seed)
 
 
 def sample_job(model, tokenizer, make_env: Callable, job: EpisodeJob,
@@ -64,12 +65,12 @@ def shard_jobs(tasks: list[Task], group_size: int, first_group: int, temperature
     """
     names = draw_names(len(tasks) * group_size, generator)
     base = int(torch.randint(2**62, (1,), generator=generator))
-    chunks = [c.tolist() for c in torch.arange(len(tasks)).chunk(min(shards, len(tasks)))]
+    whole = group_job(tasks, group_size, first_group, names, temperature, base)
     jobs = []
-    for i, chunk in enumerate(chunks):
-        episodes = [e for g in chunk for e in range(g * group_size, (g + 1) * group_size)]
-        jobs.append(EpisodeJob([tasks[e // group_size] for e in episodes], [names[e] for e in episodes],
-                               [first_group + e // group_size for e in episodes], temperature, base + i))
+    for i, chunk in enumerate(torch.arange(len(tasks)).chunk(min(shards, len(tasks)))):  # contiguous groups
+        episodes = slice(int(chunk[0]) * group_size, (int(chunk[-1]) + 1) * group_size)
+        jobs.append(EpisodeJob(whole.tasks[episodes], whole.names[episodes], whole.groups[episodes], temperature,
+                               base + i))
     return jobs
 
 
@@ -93,7 +94,7 @@ class InlinePool:
     def submit(self, tasks: list[Task], group_size: int, temperature: float, generator: torch.Generator,
                first_group: int = 0) -> list[Trajectory]:
         names = draw_names(len(tasks) * group_size, generator)
-        job = EpisodeJob(*episodes_of(tasks, group_size, first_group, names), temperature, seed=0)
+        job = group_job(tasks, group_size, first_group, names, temperature, seed=0)
         return stamp(sample_job(self.model, self.tokenizer, self.make_env, job, generator), self.version)
 
     def result(self, pending: list[Trajectory]) -> list[Trajectory]:
