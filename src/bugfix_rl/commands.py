@@ -23,7 +23,7 @@ def configured_policy(cfg):
     tokenizer = build_tokenizer_for(cfg)
     make_env, close_env = make_env_factory(cfg.env)
     try:
-        yield build_policy(cfg.policy, tokenizer), tokenizer, make_env
+        yield build_policy(cfg.policy, tokenizer, env_cfg=cfg.env), tokenizer, make_env
     finally:
         close_env()
 

@@ -58,6 +58,33 @@ class BaseRecipeConfig:
 
 
 @dataclass
+class ToolsBaseRecipeConfig:
+    """How the tools env's RL starting policy is made: behaviour cloning of `NoisyToolsPolicy`
+    (policy/scripted_tools.py) on training tasks with operands renamed from OPERAND_POOL.
+
+    The scripted agent knows the call syntax but reads first only with probability p_read, picks the
+    right fix after reading with probability p_right_after_read, miscopies old_string with probability
+    p_miscopy, and so on (see its docstring). Cached by the recipe's hash like `base`.
+    """
+
+    seed: int = 1234
+    threads: int = 1
+    episodes: int = 1024  # scripted episodes
+    steps: int = 500  # behaviour-cloning steps
+    batch_size: int = 32
+    lr: float = 3e-3
+    p_read: float = 0.3
+    p_read_after_fail: float = 0.3
+    p_right_after_read: float = 0.6
+    p_miscopy: float = 0.3
+    p_retry: float = 0.5
+    p_test: float = 0.4
+    p_wander: float = 0.15
+    p_malformed: float = 0.04
+    p_renamed_operands: float = 0.9  # share of episodes on copies with operands renamed from OPERAND_POOL
+
+
+@dataclass
 class PolicyConfig:
     """The policy (`policy=tiny` or `policy=qwen3`)."""
 
@@ -69,7 +96,12 @@ class PolicyConfig:
     d_ff: int = 192
     max_len: int = 256  # longest episode in tokens, prompt included
     cache_dir: str = ""  # rl_base cache; "" = $BUGFIX_RL_CACHE or ~/.cache/bugfix_rl
-    base: BaseRecipeConfig = field(default_factory=BaseRecipeConfig)
+    base: BaseRecipeConfig = field(default_factory=BaseRecipeConfig)  # rl_base recipe of env=edit_menu
+    tools_base: ToolsBaseRecipeConfig = field(default_factory=ToolsBaseRecipeConfig)  # rl_base of env=tools
+    copy_head: bool = False  # tiny: pointer-generator output that can copy context tokens (policy/copy_head.py)
+    copy_dim: int = 32  # tiny: copy head query/key width
+    copy_ngram: int = 3  # tiny: copy head match features over the last n tokens
+    shared_identifier_embedding: bool = False  # tiny: operand names enter through one shared embedding
     model: Optional[str] = None  # qwen3: local directory or cached hub id
     allow_download: bool = False  # qwen3: never download weights unless this is set
     dtype: str = "float32"  # qwen3: float32 | bfloat16

@@ -180,7 +180,7 @@ def run_training(cfg, run_dir: Path) -> dict:
     make_env, close_env = make_env_factory(cfg.env)
     trainer = None
     try:
-        base = build_policy(cfg.policy, tokenizer)
+        base = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
         if cfg.cold_start.enabled:
             cold_start(cfg, base, tokenizer, make_env)  # the run starts from the SFT policy
         model = build_policy(cfg.policy, tokenizer, init=cfg.resume) if cfg.resume else copy.deepcopy(base)

@@ -292,15 +292,22 @@ OPERAND_POOL = (
 _KEYWORDS = {"def", "return", "for", "in", "range", "min", "max", "abs", "if", "while", "else", "True", "False"}
 
 
+def operand_names(task: Task) -> list[str]:
+    """The task's parameters and locals, in order of first occurrence (not keywords, not its name)."""
+    import re
+
+    names = []
+    for word in re.findall(r"[A-Za-z_]\w*", task.source):
+        if word not in _KEYWORDS and word != task.fn_name and word not in names:
+            names.append(word)
+    return names
+
+
 def with_renamed_operands(task: Task, names: list[str], tag: str) -> Task:
     """A copy of `task` whose parameters and locals are renamed to `names` (same tests, same fix)."""
     import re
 
-    identifiers = []
-    for word in re.findall(r"[A-Za-z_]\w*", task.source):
-        if word not in _KEYWORDS and word != task.fn_name and word not in identifiers:
-            identifiers.append(word)
-    mapping = dict(zip(identifiers, names))
+    mapping = dict(zip(operand_names(task), names))
     source = re.sub(r"[A-Za-z_]\w*", lambda m: mapping.get(m.group(0), m.group(0)), task.source)
     return Task(f"{task.name}~{tag}", task.fn_name, source, task.public_tests, task.hidden_tests, task.split)
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from bugfix_rl.checkpoint import load_checkpoint, load_model_state
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.policy.rl_base import architecture, make_rl_base
-from bugfix_rl.policy.tiny import TinyAgent
+from bugfix_rl.policy.rl_base import architecture, make_rl_base, new_tiny_agent
 from bugfix_rl.policy.tokenizer import Tokenizer, build_tokenizer
 from bugfix_rl.registry import Registry
 
@@ -26,11 +25,12 @@ def _chat_tokenizer(cfg):
     return load_chat_tokenizer(cfg.policy)
 
 
-def _tiny_agent(policy_cfg, tokenizer: Tokenizer, init: str):
-    """A TinyAgent from `init`: rl_base, scratch, or a checkpoint path."""
+def _tiny_agent(policy_cfg, tokenizer: Tokenizer, init: str, env_cfg=None):
+    """A TinyAgent from `init`: rl_base (of env_cfg's env; default the edit menu), scratch, or a
+    checkpoint path."""
     if init == "rl_base":
-        return make_rl_base(tokenizer, policy_cfg)
-    model = TinyAgent(tokenizer.vocab_size, architecture(policy_cfg))
+        return make_rl_base(tokenizer, policy_cfg, env_cfg=env_cfg)
+    model = new_tiny_agent(tokenizer, architecture(policy_cfg))
     if init == "scratch":
         return model
     tensors, meta = load_checkpoint(init)
@@ -42,14 +42,14 @@ def _tiny_agent(policy_cfg, tokenizer: Tokenizer, init: str):
     return model
 
 
-def _qwen3(policy_cfg, tokenizer, init: str):
+def _qwen3(policy_cfg, tokenizer, init: str, env_cfg=None):
     """A Hugging Face Qwen3 from policy.model (init 'pretrained'), or with a checkpoint's weights."""
     from bugfix_rl.policy.qwen3 import build_qwen3
 
     return build_qwen3(policy_cfg, tokenizer, init)
 
 
-# policy.name -> (cfg -> tokenizer, (policy_cfg, tokenizer, init) -> model)
+# policy.name -> (cfg -> tokenizer, (policy_cfg, tokenizer, init, env_cfg) -> model)
 TOKENIZERS = Registry("policy", {"tiny": _word_tokenizer, "qwen3": _chat_tokenizer})
 POLICIES = Registry("policy", {"tiny": _tiny_agent, "qwen3": _qwen3})
 
@@ -59,7 +59,8 @@ def build_tokenizer_for(cfg):
     return TOKENIZERS[cfg.policy.name](cfg)
 
 
-def build_policy(policy_cfg, tokenizer, init: str | None = None):
-    """The policy from `init` (default policy_cfg.init): for TinyAgent rl_base, scratch or a checkpoint
-    path; for Qwen3 pretrained or a checkpoint path."""
-    return POLICIES[policy_cfg.name](policy_cfg, tokenizer, init or policy_cfg.init)
+def build_policy(policy_cfg, tokenizer, init: str | None = None, env_cfg=None):
+    """The policy from `init` (default policy_cfg.init): for TinyAgent rl_base (the starting policy of
+    env_cfg's env, default the edit menu), scratch or a checkpoint path; for Qwen3 pretrained or a
+    checkpoint path."""
+    return POLICIES[policy_cfg.name](policy_cfg, tokenizer, init or policy_cfg.init, env_cfg)

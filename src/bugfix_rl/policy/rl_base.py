@@ -1,9 +1,10 @@
 """The RL starting policy: TinyAgent behaviour-cloned on a noisy scripted agent, cached on disk.
 
 This is the analog of a pretrained model (SPEC §3): it emits well-formed calls, reads before editing
-only sometimes, and guesses the op otherwise. The recipe is seeded and its result is cached under
-`cache_dir` keyed by a hash of the recipe, the architecture and the vocabulary, so every run (and
-every seed of a sweep) starts from the same weights, rebuilt in seconds when missing.
+only sometimes, and guesses the op otherwise. Each env has its own scripted agent and recipe
+(`policy.base` for the edit menu, `policy.tools_base` for the tools env). The recipe is seeded and
+its result is cached under `cache_dir` keyed by a hash of the recipe, the architecture and the
+vocabulary, so every run (and every seed of a sweep) starts from the same weights.
 """
 
 from __future__ import annotations
@@ -22,17 +23,27 @@ from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.tasks import OPERAND_POOL, make_tasks, with_renamed_operands
 from bugfix_rl.policy.scripted import NoisyPolicy
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
-from bugfix_rl.policy.tokenizer import Tokenizer
+from bugfix_rl.policy.tokenizer import Tokenizer, identifier_ids
+from bugfix_rl.registry import Registry
 from bugfix_rl.rollout.sampler import scripted_episode
+
+_COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "shared_identifier_embedding")
 
 
 def architecture(policy_cfg) -> TinyAgentConfig:
     return TinyAgentConfig(policy_cfg.d_model, policy_cfg.n_layers, policy_cfg.n_heads, policy_cfg.d_ff,
-                           policy_cfg.max_len)
+                           policy_cfg.max_len, **{name: getattr(policy_cfg, name) for name in _COPY_FIELDS})
 
 
-def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg: EditMenuConfig):
-    """`recipe.episodes` noisy scripted episodes on renamed training tasks."""
+def new_tiny_agent(tokenizer: Tokenizer, arch: TinyAgentConfig) -> TinyAgent:
+    """A freshly initialised TinyAgent for this vocabulary (identifier ids filled in when needed)."""
+    ids = identifier_ids(tokenizer) if arch.shared_identifier_embedding else None
+    return TinyAgent(tokenizer.vocab_size, arch, identifier_ids=ids)
+
+
+def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg=None):
+    """`recipe.episodes` noisy scripted edit-menu episodes on renamed training tasks, always in the
+    default EditMenuConfig (the base does not depend on the run's env settings)."""
     rng = random.Random(recipe.seed)
     tasks = make_tasks("train")
     variants = [with_renamed_operands(task, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), str(k))
@@ -42,9 +53,40 @@ def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg: EditMenuConfig):
     demos = []
     for i in range(recipe.episodes):
         task = rng.choice(variants) if rng.random() < recipe.p_renamed_operands else tasks[i % len(tasks)]
-        env = EditMenuEnv(task, env_cfg, rng.choice(RENAME_POOL))
+        env = EditMenuEnv(task, EditMenuConfig(), rng.choice(RENAME_POOL))
         demos.append(scripted_episode(NoisyPolicy(rng, **knobs), env, tokenizer))
     return demos
+
+
+def noisy_tools_demonstrations(recipe, tokenizer: Tokenizer, env_cfg):
+    """`recipe.episodes` NoisyToolsPolicy episodes on training tasks (renamed operands mostly), in a
+    tools env of `env_cfg` with its own sandbox (Bash runs and the final grading need one)."""
+    from bugfix_rl.gym.tools_env import make_tools_env_factory
+    from bugfix_rl.policy.scripted_tools import NoisyToolsPolicy
+
+    rng = random.Random(recipe.seed)
+    tasks = make_tasks("train")
+    knobs = {k: getattr(recipe, k) for k in ("p_read", "p_read_after_fail", "p_right_after_read", "p_miscopy",
+                                             "p_retry", "p_test", "p_wander", "p_malformed")}
+    make_env, close = make_tools_env_factory(env_cfg)
+    try:
+        demos = []
+        for i in range(recipe.episodes):
+            task = tasks[i % len(tasks)]
+            if rng.random() < recipe.p_renamed_operands:
+                task = with_renamed_operands(task, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), f"d{i}")
+            memory = [with_renamed_operands(t, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), "m")
+                      for t in rng.sample(tasks, 3) if t.name != task.name.split("~")[0]]
+            env = make_env(task, rng.choice(RENAME_POOL))
+            demos.append(scripted_episode(NoisyToolsPolicy(rng, memory, **knobs), env, tokenizer))
+    finally:
+        close()
+    return demos
+
+
+# env.name -> (the recipe field of PolicyConfig, (recipe, tokenizer, env_cfg) -> demonstrations)
+BASE_RECIPES = Registry("env", {"edit_menu": ("base", noisy_demonstrations),
+                                "tools": ("tools_base", noisy_tools_demonstrations)})
 
 
 def cache_root(policy_cfg) -> Path:
@@ -53,17 +95,28 @@ def cache_root(policy_cfg) -> Path:
     return Path(policy_cfg.cache_dir or os.environ.get("BUGFIX_RL_CACHE") or Path.home() / ".cache" / "bugfix_rl")
 
 
-def recipe_key(recipe, arch: TinyAgentConfig, tokenizer: Tokenizer) -> str:
+def recipe_key(recipe, arch: TinyAgentConfig, tokenizer: Tokenizer, env_fields: dict | None = None) -> str:
+    arch_fields = dataclasses.asdict(arch)
+    if not arch.copy_head and not arch.shared_identifier_embedding:  # keys of plain TinyAgents stay as before
+        arch_fields = {k: v for k, v in arch_fields.items() if k not in _COPY_FIELDS}
     blob = json.dumps([dataclasses.asdict(recipe) if dataclasses.is_dataclass(recipe) else dict(recipe),
-                       dataclasses.asdict(arch), tokenizer.words, torch.__version__], sort_keys=True)
+                       arch_fields, tokenizer.words, torch.__version__] + ([env_fields] if env_fields else []),
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True) -> TinyAgent:
-    """Load the cached RL base or build it by the recipe (deterministic for a given thread count)."""
-    recipe, arch = policy_cfg.base, architecture(policy_cfg)
-    path = cache_root(policy_cfg) / f"rl_base-{recipe_key(recipe, arch, tokenizer)}.safetensors"
-    model = TinyAgent(tokenizer.vocab_size, arch)
+def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=None) -> TinyAgent:
+    """Load the cached RL base of env_cfg's env (default: the edit menu) or build it by its recipe
+    (deterministic for a given thread count)."""
+    env_name = env_cfg.name if env_cfg is not None else "edit_menu"
+    recipe_field, make_demos = BASE_RECIPES[env_name]
+    recipe, arch = getattr(policy_cfg, recipe_field), architecture(policy_cfg)
+    prefix, env_fields = "rl_base", None
+    if env_name != "edit_menu":  # its demonstrations run in the run's env settings
+        prefix = f"rl_base_{env_name}"
+        env_fields = {k: getattr(env_cfg, k) for k in ("max_turns", "max_calls_per_turn", "rename")}
+    path = cache_root(policy_cfg) / f"{prefix}-{recipe_key(recipe, arch, tokenizer, env_fields)}.safetensors"
+    model = new_tiny_agent(tokenizer, arch)
     if cache and path.is_file():
         try:
             tensors, _ = load_checkpoint(path)
@@ -75,8 +128,8 @@ def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True) -> TinyAg
     torch.set_num_threads(recipe.threads)  # the base must not depend on the run's thread count
     try:
         torch.manual_seed(recipe.seed)
-        model = TinyAgent(tokenizer.vocab_size, arch)
-        demos = noisy_demonstrations(recipe, tokenizer, EditMenuConfig())
+        model = new_tiny_agent(tokenizer, arch)
+        demos = make_demos(recipe, tokenizer, env_cfg)
         sft_train(model, demos, recipe.steps, recipe.lr, recipe.batch_size, torch.Generator().manual_seed(recipe.seed))
     finally:
         torch.set_num_threads(threads)

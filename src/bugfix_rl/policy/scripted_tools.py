@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 
 from bugfix_rl.gym import ops
+from bugfix_rl.gym.tasks import FIX_OPS, OPERAND_POOL, Task
 from bugfix_rl.gym.tool_calls import CALL_SEPARATOR, FINAL_ANSWER, code_to_words, file_lines, listing_lines
 from bugfix_rl.policy.scripted import infer_op
 
@@ -67,6 +68,106 @@ class ToolsOraclePolicy:
         return [FINAL_ANSWER]
 
 
+def _listed_source(observation: str) -> str | None:
+    """The source rebuilt from a Read listing (`1 def f ( x ) : <nl> 2 ...`), or None if it is not one."""
+    try:
+        return "\n".join(line for _, line in listing_lines(observation.split())) + "\n"
+    except ValueError:
+        return None
+
+
+_CODE_KEYWORDS = frozenset("return for in range min max abs if else while def and or not True False None".split())
+
+
+class NoisyToolsPolicy:
+    """The tools-env behaviour a pretrained model shows before RL (the tools RL base clones it).
+
+    It knows the call syntax but: reads the file first only with probability p_read (else it makes an
+    Edit from a line it remembers from other code, refused with `not_read`, and then reads with
+    probability p_read_after_fail or gives up); after reading picks the right fix with probability
+    p_right_after_read (else another fix op that changes the source, or a remembered line); miscopies
+    `old_string` with probability p_miscopy (an operand name replaced by a remembered one: `not_found`),
+    then repeats the Edit correctly with probability p_retry; runs the tests in the Edit's turn with
+    probability p_test; now and then wanders (an extra Read or test run) or makes a malformed call.
+
+    memory: sources of other tasks (the lines it "remembers"); rng draws every choice.
+    """
+
+    def __init__(self, rng: random.Random, memory: list[Task], p_read: float = 0.3,
+                 p_read_after_fail: float = 0.3, p_right_after_read: float = 0.6, p_miscopy: float = 0.3,
+                 p_retry: float = 0.5, p_test: float = 0.4, p_wander: float = 0.15, p_malformed: float = 0.04):
+        self.rng, self.memory = rng, memory
+        self.p = dict(read=p_read, read_after_fail=p_read_after_fail, right=p_right_after_read,
+                      miscopy=p_miscopy, retry=p_retry, test=p_test, wander=p_wander, malformed=p_malformed)
+        self.file: str | None = None
+        self.plan: list[list[str]] = []  # turns decided ahead
+        self.edited = False  # the Edit was planned (from a listing)
+
+    def _chance(self, key: str) -> bool:
+        return self.rng.random() < self.p[key]
+
+    def _remembered_edit(self) -> list[str]:
+        """An Edit built from another task's source (a fix op applied to it): old_string is not here."""
+        source = self.rng.choice(self.memory).source
+        fixed = next((f for f in (getattr(ops, op)(source) for op in self.rng.sample(FIX_OPS, len(FIX_OPS)))
+                      if f is not None), source)
+        return edit_words(self.file, source, fixed)
+
+    def _fix_edit(self, source: str) -> list[str]:
+        """The Edit of the right op, or (1 - p_right_after_read) of the time a wrong one."""
+        if self._chance("right"):
+            fixed = getattr(ops, infer_op(code_to_words(source)))(source)
+        else:
+            wrong = [op for op in FIX_OPS if op != infer_op(code_to_words(source))]
+            candidates = [f for f in (getattr(ops, op)(source) for op in wrong) if f is not None and f != source]
+            if not candidates:
+                return self._remembered_edit()
+            fixed = self.rng.choice(candidates)
+        if fixed is None:
+            return self._remembered_edit()
+        return edit_words(self.file, source, fixed)
+
+    def _miscopied(self, edit: list[str]) -> list[str]:
+        """The Edit with one operand name of old_string replaced by a remembered name."""
+        split = edit.index("new")
+        names = [i for i in range(3, split) if edit[i].isidentifier() and edit[i] not in _CODE_KEYWORDS]
+        if not names:
+            return edit
+        edit = list(edit)
+        index = self.rng.choice(names)
+        edit[index] = self.rng.choice([n for n in OPERAND_POOL if n != edit[index]])
+        return edit
+
+    def _malformed(self, words: list[str]) -> list[str]:
+        if self._chance("malformed"):
+            return self.rng.choice([["Edit", self.file], ["Read"], ["Edit", self.file, "new", "x"],
+                                    ["Bash"], ["done", ";", "Read", self.file]])
+        return words
+
+    def __call__(self, observation: str) -> list[str]:
+        if self.file is None:  # the issue: read first, or edit from memory (refused: not_read)
+            self.file = issue_source_file(observation)
+            return self._malformed(["Read", self.file] if self._chance("read") else self._remembered_edit())
+        if self.plan:
+            return self._malformed(self.plan.pop(0))
+        if not self.edited and observation.startswith("error : not_read"):
+            return self._malformed(["Read", self.file]) if self._chance("read_after_fail") else [FINAL_ANSWER]
+        source = _listed_source(observation)
+        if self.edited or source is None:  # the edit was made, or nothing to work from
+            return [FINAL_ANSWER]
+        self.edited = True
+        edit = self._fix_edit(source)
+        tests = [CALL_SEPARATOR, "Bash", "pytest"] if self._chance("test") else []
+        if self._chance("wander"):
+            self.plan.append(self.rng.choice([["Read", self.file], ["Bash", "pytest"]]))
+        self.plan.append([FINAL_ANSWER])
+        if self._chance("miscopy"):
+            if self._chance("retry"):
+                self.plan.insert(0, edit + tests)
+            return self._malformed(self._miscopied(edit))
+        return self._malformed(edit + tests)
+
+
 class RandomWordsPolicy:
     """Turns of 1-12 words drawn uniformly from `words`: the floor every parser must survive."""
 
@@ -77,4 +178,4 @@ class RandomWordsPolicy:
         return self.rng.choices(self.words, k=self.rng.randint(1, 12))
 
 
-TOOLS_SCRIPTED_POLICIES = {"oracle": ToolsOraclePolicy}
+TOOLS_SCRIPTED_POLICIES = {"oracle": ToolsOraclePolicy, "noisy": NoisyToolsPolicy}

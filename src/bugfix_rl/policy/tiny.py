@@ -5,6 +5,13 @@ update) and `forward_step` (incremental pass with a KV cache, for batched sampli
 every row feeds its own number of new tokens (one sampled token, or a sampled end-of-action token
 followed by the observation), so rows sit at different positions; the cache is written per row at its
 own offset and a float mask hides what a row must not see.
+
+With `copy_head` (policy/copy_head.py, the tools env) both paths return the log-probs of a
+pointer-generator mixture instead of plain logits: downstream code applies log_softmax(x / T) to
+either, so the sampler and the trainer see one distribution. With `shared_identifier_embedding`,
+every operand-name token enters the network through one shared input vector: the model tells names
+apart only by where they occur, so a name never seen in training looks like any other name, and the
+copy head's exact-id match features carry which one to repeat.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from bugfix_rl.policy.copy_head import CopyHead
 
 
 @dataclass
@@ -25,16 +34,23 @@ class TinyAgentConfig:
     n_heads: int = 4
     d_ff: int = 192
     max_len: int = 256  # longest episode in tokens, prompt included
+    copy_head: bool = False  # pointer-generator output: mix the vocabulary with a copy of context tokens
+    copy_dim: int = 32  # width of the copy head's query/key
+    copy_ngram: int = 3  # match features: the copied token's 1..n predecessors equal the last n tokens
+    shared_identifier_embedding: bool = False  # operand names share one input embedding
 
 
 class KVCache:
-    """Per-layer keys/values [B, H, capacity, head_dim] and each row's filled length [B]."""
+    """Per-layer keys/values [B, H, capacity, head_dim] and each row's filled length [B]; with a copy
+    head also the copy keys [B, capacity, copy_dim] and the token ids [B, capacity] (-1 = empty)."""
 
-    def __init__(self, n_layers: int, batch: int, n_heads: int, capacity: int, head_dim: int):
+    def __init__(self, n_layers: int, batch: int, n_heads: int, capacity: int, head_dim: int, copy_dim: int = 0):
         shape = (batch, n_heads, capacity, head_dim)
         self.keys = [torch.zeros(shape) for _ in range(n_layers)]
         self.values = [torch.zeros(shape) for _ in range(n_layers)]
         self.lengths = torch.zeros(batch, dtype=torch.long)
+        self.copy_keys = torch.zeros(batch, capacity, copy_dim) if copy_dim else None
+        self.ids = torch.full((batch, capacity), -1, dtype=torch.long) if copy_dim else None
 
 
 class Block(nn.Module):
@@ -72,14 +88,25 @@ class Block(nn.Module):
 
 
 class TinyAgent(nn.Module):
-    def __init__(self, vocab_size: int, cfg: TinyAgentConfig):
+    def __init__(self, vocab_size: int, cfg: TinyAgentConfig, identifier_ids: list[int] | None = None):
+        """identifier_ids: the vocabulary ids of operand names (used with shared_identifier_embedding)."""
         super().__init__()
         self.cfg, self.vocab_size = cfg, vocab_size
         self.token_embedding = nn.Embedding(vocab_size, cfg.d_model)
         self.position_embedding = nn.Embedding(cfg.max_len, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.copy = CopyHead(cfg.d_model, cfg.copy_dim, cfg.copy_ngram) if cfg.copy_head else None
+        if cfg.shared_identifier_embedding:
+            if not identifier_ids:
+                raise ValueError("shared_identifier_embedding needs the vocabulary's identifier ids")
+            self.identifier_embedding = nn.Parameter(torch.zeros(cfg.d_model))
+            is_identifier = torch.zeros(vocab_size, dtype=torch.bool)
+            is_identifier[torch.tensor(identifier_ids)] = True
+            self.register_buffer("is_identifier", is_identifier, persistent=False)
         self.apply(self._init)
+        if cfg.shared_identifier_embedding:
+            nn.init.normal_(self.identifier_embedding, std=0.02)
 
     @staticmethod
     def _init(module: nn.Module):
@@ -94,18 +121,31 @@ class TinyAgent(nn.Module):
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         return self.ln_f(x) @ self.token_embedding.weight.T  # tied head
 
+    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """Input token embeddings [*ids.shape, C]; operand names share one vector when configured."""
+        x = self.token_embedding(ids)
+        if self.cfg.shared_identifier_embedding:
+            x = torch.where(self.is_identifier[ids][..., None], self.identifier_embedding, x)
+        return x
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """ids [B, T] right-padded -> logits [B, T, V] (padding never leaks backwards: causal)."""
+        """ids [B, T] right-padded -> logits [B, T, V] (padding never leaks backwards: causal).
+
+        With a copy head: the mixture's log-probs [B, T, V] (a valid input to log_softmax)."""
         T = ids.shape[1]
-        x = self.token_embedding(ids) + self.position_embedding(torch.arange(T))
+        x = self._embed(ids) + self.position_embedding(torch.arange(T))
         for block in self.blocks:
             x = block(x)
-        return self._logits(x)
+        if self.copy is None:
+            return self._logits(x)
+        hidden = self.ln_f(x)
+        return self.copy.mixture_full(hidden, hidden @ self.token_embedding.weight.T, ids)
 
     def new_cache(self, batch: int) -> KVCache:
         cfg = self.cfg
         # slack past max_len: padded query slots of a step may write beyond a row's real end
-        return KVCache(cfg.n_layers, batch, cfg.n_heads, cfg.max_len + 64, cfg.d_model // cfg.n_heads)
+        return KVCache(cfg.n_layers, batch, cfg.n_heads, cfg.max_len + 64, cfg.d_model // cfg.n_heads,
+                       cfg.copy_dim if cfg.copy_head else 0)
 
     @torch.no_grad()
     def forward_step(self, ids: torch.Tensor, n_new: torch.Tensor, cache: KVCache) -> torch.Tensor:
@@ -117,7 +157,7 @@ class TinyAgent(nn.Module):
         cfg = self.cfg
         offsets = torch.arange(q)
         positions = cache.lengths[:, None] + offsets  # [B, q]
-        x = self.token_embedding(ids) + self.position_embedding(positions.clamp(max=cfg.max_len - 1))
+        x = self._embed(ids) + self.position_embedding(positions.clamp(max=cfg.max_len - 1))
         used = int((cache.lengths + n_new).max().clamp(min=1))
         # query i of row b sees keys 0..lengths[b]+i (its own past and itself)
         visible = torch.arange(used)[None, None, :] <= positions[:, :, None]  # [B, q, used]
@@ -127,5 +167,15 @@ class TinyAgent(nn.Module):
         for layer, block in enumerate(self.blocks):
             x = block.forward_cached(x, cache.keys[layer], cache.values[layer], write_index, mask, used)
         last = (n_new - 1).clamp(min=0)
+        if self.copy is None:
+            cache.lengths += n_new
+            return self._logits(x[torch.arange(B), last])
+        hidden = self.ln_f(x)  # [B, q, C]
+        real = offsets[None, :] < n_new[:, None]  # [B, q]: padded slots must not overwrite the cache
+        rows = torch.arange(B)[:, None].expand(B, q)[real]
+        slots = positions[real]
+        cache.ids[rows, slots] = ids[real]
+        cache.copy_keys[rows, slots] = self.copy.key(hidden[real])
         cache.lengths += n_new
-        return self._logits(x[torch.arange(B), last])
+        last_hidden = hidden[torch.arange(B), last]  # [B, C]
+        return self.copy.mixture_step(last_hidden, last_hidden @ self.token_embedding.weight.T, cache)

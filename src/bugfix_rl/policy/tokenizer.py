@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bugfix_rl.gym.edit_menu import RENAME_POOL, TOOLS
 from bugfix_rl.gym.ops import NAME_PLACEHOLDER, code_states
-from bugfix_rl.gym.tasks import ALL_OPS, OPERAND_POOL, Task
+from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS, OPERAND_POOL, Task, operand_names
 
 PAD, BOS, END_OF_ACTION, END_OF_OBSERVATION = "<pad>", "<bos>", "<eoa>", "<eoo>"
 SPECIALS = (PAD, BOS, END_OF_ACTION, END_OF_OBSERVATION)
@@ -78,3 +78,14 @@ def gym_words(tasks: list[Task]) -> set[str]:
 def build_tokenizer(tasks: list[Task], extra_words: set[str] = frozenset()) -> Tokenizer:
     words = sorted((gym_words(tasks) | set(extra_words)) - set(SPECIALS))
     return Tokenizer(SPECIALS + tuple(words))
+
+
+def identifier_ids(tokenizer: Tokenizer) -> list[int]:
+    """Vocabulary ids of operand names: every task's parameters and locals and the rename pool.
+
+    Used by TinyAgent's shared_identifier_embedding: a lexical class (like "this word is a variable
+    name"), computed from every task's source, so a held-out name enters the network like any other."""
+    names = set(OPERAND_POOL)
+    for task in ALL_TASKS:
+        names.update(operand_names(task))
+    return sorted(tokenizer._ids[w] for w in names if w in tokenizer._ids)

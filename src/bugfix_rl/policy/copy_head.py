@@ -1,0 +1,96 @@
+"""TinyAgent's copy head: a pointer-generator output over the context tokens (See et al., 2017).
+
+At the position that predicts token t+1, with final hidden state h_t:
+
+    P(w) = g * softmax(logits)[w] + (1 - g) * sum_{j <= t : ids_j = w} a_j
+    g    = sigmoid(gate(h_t))
+    a_j  = softmax_j( query(h_t) . key(h_j) / sqrt(d)  +  sum_n w_n [ids_{j-n} = ids_{t+1-n}] )
+
+The match features (n = 1..copy_ngram) say "the token before position j is the token just emitted":
+they are exact-id comparisons, so copying the continuation of a line works for a name the model never
+saw in training. Every consumer works on log P (the sampler samples from it, the trainer recomputes
+it, ratios, KL and entropy use it), so token-in/token-out stays exact (../shared/notes/copy-head.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def mixture_log_probs(vocab_logits: torch.Tensor, gate_logit: torch.Tensor, attention: torch.Tensor,
+                      context_ids: torch.Tensor) -> torch.Tensor:
+    """log P of the pointer-generator mixture.
+
+    vocab_logits [..., V]; gate_logit [...] (g = sigmoid); attention [..., J] (sums to 1 over J);
+    context_ids [..., J] the token id at each attended position (entries with attention 0 may hold any
+    valid id). Returns [..., V]. The copy term is -inf for ids absent from the context; the vocabulary
+    term is always finite, so log P is finite everywhere and its gradient has no 0 * inf.
+    """
+    copy_p = torch.zeros_like(vocab_logits).scatter_add_(-1, context_ids, attention)  # [..., V]
+    log_vocab = F.log_softmax(vocab_logits, dim=-1) + F.logsigmoid(gate_logit)[..., None]
+    present = copy_p > 0
+    log_copy = torch.where(present, copy_p.clamp_min(1e-38).log(), float("-inf"))
+    return torch.logaddexp(log_vocab, log_copy + F.logsigmoid(-gate_logit)[..., None])
+
+
+def match_scores(query_ids: torch.Tensor, candidate_prev_ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """sum_n weights[n] * [query_ids[..., q, n] == candidate_prev_ids[..., j, n]].
+
+    query_ids [..., Q, N] (the last N tokens before the prediction, most recent first; -2 = none);
+    candidate_prev_ids [..., J, N] (the N tokens before each candidate, nearest first; -1 = none).
+    Returns [..., Q, J]."""
+    total = 0
+    for n in range(weights.shape[0]):  # one [..., Q, J] comparison at a time: no [..., Q, J, N] float tensor
+        total = total + weights[n] * (query_ids[..., :, None, n] == candidate_prev_ids[..., None, :, n])
+    return total
+
+
+def shifted(ids: torch.Tensor, n: int, fill: int) -> torch.Tensor:
+    """ids [B, T] -> out[:, t] = ids[:, t - n] (fill where t < n)."""
+    if n == 0:
+        return ids
+    return torch.cat([ids.new_full((ids.shape[0], min(n, ids.shape[1])), fill), ids[:, :-n]], dim=1)[:, : ids.shape[1]]
+
+
+class CopyHead(nn.Module):
+    def __init__(self, d_model: int, copy_dim: int, ngram: int):
+        super().__init__()
+        self.query = nn.Linear(d_model, copy_dim)
+        self.key = nn.Linear(d_model, copy_dim)
+        self.gate = nn.Linear(d_model, 1)
+        self.ngram = ngram
+        # a prior towards copying a continuation: Adam moves a scalar ~lr per step, too slowly from 0
+        self.match_weight = nn.Parameter(torch.full((ngram,), 3.0))
+
+    def mixture_full(self, hidden: torch.Tensor, vocab_logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Full causal pass: hidden [B, T, C], vocab_logits [B, T, V], ids [B, T] -> log P [B, T, V]."""
+        B, T = ids.shape
+        scores = self.query(hidden) @ self.key(hidden).transpose(1, 2) / math.sqrt(self.query.out_features)
+        query_ids = torch.stack([shifted(ids, n - 1, -2) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
+        candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
+        scores = scores + match_scores(query_ids, candidate_prev, self.match_weight)  # [B, T, T]
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        attention = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+        return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
+                                 ids[:, None, :].expand(B, T, T))
+
+    def mixture_step(self, hidden: torch.Tensor, vocab_logits: torch.Tensor, cache) -> torch.Tensor:
+        """One prediction per row from the cache: hidden [B, C] and vocab_logits [B, V] at each row's last
+        token; cache.ids / cache.copy_keys already hold that token. Returns log P [B, V]."""
+        lengths = cache.lengths  # [B], the last token sits at lengths - 1
+        used = int(lengths.max().clamp(min=1))
+        ids = cache.ids[:, :used]  # [B, J]
+        scores = (cache.copy_keys[:, :used] @ self.query(hidden)[:, :, None]).squeeze(-1)
+        scores = scores / math.sqrt(self.query.out_features)  # [B, J]
+        rows = torch.arange(ids.shape[0])
+        query_ids = torch.stack([torch.where(lengths - n >= 0, cache.ids[rows, (lengths - n).clamp(min=0)], -2)
+                                 for n in range(1, self.ngram + 1)], -1)  # [B, N]
+        candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, J, N]
+        scores = scores + match_scores(query_ids[:, None, :], candidate_prev, self.match_weight).squeeze(1)
+        visible = torch.arange(used)[None, :] < lengths.clamp(min=1)[:, None]
+        attention = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention, ids.clamp(min=0))

@@ -1,0 +1,147 @@
+"""TinyAgent's copy head: the mixture's math by hand, the two forward paths, sampler = trainer."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from bugfix_rl.algo.update import token_logprobs
+from bugfix_rl.config import TrainConfig
+from bugfix_rl.gym.tasks import OPERAND_POOL, make_tasks, operand_names
+from bugfix_rl.policy.copy_head import mixture_log_probs
+from bugfix_rl.policy.rl_base import architecture, new_tiny_agent
+from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
+
+
+def test_mixture_of_three_context_tokens_by_hand():
+    # vocabulary of 4; context ids [2, 3, 2]: positions 0 and 2 hold the same id, so their attention adds
+    vocab_p = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    attention = torch.tensor([0.5, 0.3, 0.2], requires_grad=False)
+    gate = torch.tensor(0.0, requires_grad=True)  # g = 0.5
+    logp = mixture_log_probs(vocab_p.log(), gate, attention, torch.tensor([2, 3, 2]))
+    # copy = [0, 0, 0.7, 0.3]; P = 0.5 * vocab + 0.5 * copy
+    expected = torch.tensor([0.05, 0.10, 0.50, 0.35])
+    torch.testing.assert_close(logp.exp(), expected)
+    # d log P(2) / d gate_logit = g (1 - g) (P_vocab(2) - P_copy(2)) / P(2) = 0.25 * (0.3 - 0.7) / 0.5
+    logp[2].backward()
+    assert gate.grad.item() == pytest.approx(-0.2, rel=1e-5)
+
+
+def test_token_absent_from_context_gets_only_the_vocabulary_share():
+    logp = mixture_log_probs(torch.zeros(3), torch.tensor(math.log(3.0)), torch.tensor([1.0]), torch.tensor([0]))
+    # g = 0.75; id 1 never occurs in the context: P = 0.75 / 3
+    assert logp[1].exp().item() == pytest.approx(0.25, rel=1e-6)
+    assert torch.isfinite(logp).all()
+
+
+def test_gate_fully_open_is_the_plain_softmax_bit_for_bit():
+    logits = torch.randn(5, 7, generator=torch.Generator().manual_seed(0))
+    attention = torch.softmax(torch.randn(5, 4), -1)
+    mixed = mixture_log_probs(logits, torch.full((5,), float("inf")), attention, torch.randint(0, 7, (5, 4)))
+    assert torch.equal(mixed, torch.log_softmax(logits, -1))
+
+
+def _copy_agent(seed: int = 0) -> TinyAgent:
+    torch.manual_seed(seed)
+    cfg = TinyAgentConfig(max_len=64, copy_head=True, shared_identifier_embedding=True)
+    model = TinyAgent(40, cfg, identifier_ids=[10, 11, 12])
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)  # far from the init: a real test of the two paths
+    return model
+
+
+def test_cached_steps_equal_the_full_pass():
+    model = _copy_agent()
+    ids = torch.randint(4, 20, (3, 16), generator=torch.Generator().manual_seed(1))
+    full = model(ids)  # [B, T, V]
+    torch.testing.assert_close(full.exp().sum(-1), torch.ones(3, 16))
+    cache = model.new_cache(3)
+    position = [0, 0, 0]
+    for chunk in ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1]):
+        feed = torch.zeros(3, max(chunk), dtype=torch.long)
+        for b, n in enumerate(chunk):
+            feed[b, :n] = ids[b, position[b]:position[b] + n]
+        out = model.forward_step(feed, torch.tensor(chunk), cache)
+        for b, n in enumerate(chunk):
+            position[b] += n
+            if n:
+                torch.testing.assert_close(out[b], full[b, position[b] - 1], atol=1e-5, rtol=1e-5)
+
+
+def test_a_name_is_copied_through_the_match_feature_alone():
+    """With the learned scores and the gate pushed to copying, the continuation of the last token wins."""
+    model = _copy_agent()
+    with torch.no_grad():
+        model.copy.query.weight.zero_()
+        model.copy.query.bias.zero_()
+        model.copy.gate.bias.fill_(-30.0)
+        model.copy.gate.weight.zero_()
+        model.copy.match_weight.copy_(torch.tensor([20.0, 0.0, 0.0]))
+    ids = torch.tensor([[5, 11, 7, 6, 5]])  # after the last 5 comes 11 (an identifier) in the context
+    assert model(ids)[0, -1].argmax().item() == 11
+
+
+def test_shared_identifier_embedding_hides_which_name():
+    model = _copy_agent()
+    a, b = torch.tensor([[5, 10, 7]]), torch.tensor([[5, 12, 7]])
+    h_a = model._embed(a)
+    assert torch.equal(h_a, model._embed(b))
+
+
+def test_sampler_and_trainer_log_probs_are_equal():
+    """Token-in/token-out with the copy head: episodes sampled with the KV cache in the tools env, then
+    the trainer's full pass over the same ids gives the sampler's log-probs."""
+    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.rollout.sampler import sample_episodes
+    from bugfix_rl.rollout.trajectory import collate
+
+    torch.set_num_threads(1)
+    cfg = TrainConfig()
+    cfg.env.name = "tools"
+    cfg.policy.copy_head = cfg.policy.shared_identifier_embedding = True
+    tokenizer = build_tokenizer_for(cfg)
+    torch.manual_seed(0)
+    model = new_tiny_agent(tokenizer, architecture(cfg.policy)).eval()
+    make_env, close = make_env_factory(cfg.env)
+    try:
+        tasks = make_tasks("train")[:4]
+        envs = [make_env(task, None) for task in tasks for _ in range(2)]
+        trajectories = sample_episodes(model, tokenizer, envs, list(range(len(envs))), 1.0,
+                                       torch.Generator().manual_seed(0))
+    finally:
+        close()
+    batch = collate(trajectories, tokenizer.pad_id)
+    with torch.no_grad():
+        trainer = token_logprobs(model, batch.ids, 1.0, mask=batch.mask).logp
+    mask = batch.mask.bool()
+    assert mask.sum() > 50
+    torch.testing.assert_close(trainer[mask], batch.old_logp[mask], atol=2e-5, rtol=1e-5)
+
+
+def test_heldout_operand_names_never_occur_in_training_tasks_or_demonstrations():
+    """The tools capstone's gain must come from copying: no held-out operand name is ever trained on."""
+    from bugfix_rl.gym.tools_env import make_repo
+    from bugfix_rl.gym.tool_calls import code_to_words
+
+    heldout = {name for task in make_tasks("heldout") for name in operand_names(task)}
+    assert heldout and not heldout & set(OPERAND_POOL)
+    for task in make_tasks("train"):
+        words = {w for text in make_repo(task, task.fn_name).values() for w in code_to_words(text)}
+        assert not heldout & words, task.name
+    # the demonstrations the tools RL base clones: training tasks only, names from OPERAND_POOL
+    from bugfix_rl.config import ToolsBaseRecipeConfig
+    from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.policy.rl_base import noisy_tools_demonstrations
+
+    cfg = TrainConfig()
+    cfg.env.name = "tools"
+    tokenizer = build_tokenizer_for(cfg)
+    recipe = ToolsBaseRecipeConfig(episodes=60)
+    demos = noisy_tools_demonstrations(recipe, tokenizer, cfg.env)
+    seen = {tokenizer.words[i] for demo in demos for i in demo.ids}
+    assert not heldout & seen
+    assert seen & set(OPERAND_POOL)
