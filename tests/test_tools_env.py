@@ -10,7 +10,8 @@ from bugfix_rl.gym.ops import hardcode_tests
 from bugfix_rl.gym.tasks import ALL_TASKS, task_by_name
 from bugfix_rl.gym.tool_calls import code_to_words, tools_vocabulary
 from bugfix_rl.gym.tools_env import (
-    FAILURE_KINDS, ToolsEnv, ToolsEnvConfig, ToolsEpisodeInfo, make_repo, make_tools_env_factory,
+    COMPACT_FAILURE_KINDS, FAILURE_KINDS, JSON_ONLY_FAILURES, ToolsEnv, ToolsEnvConfig, ToolsEpisodeInfo, make_repo,
+    make_tools_env_factory,
 )
 from bugfix_rl.policy.scripted_tools import RandomWordsPolicy, ToolsOraclePolicy, edit_words
 from bugfix_rl.policy.tokenizer import SPECIALS, build_tokenizer
@@ -134,8 +135,38 @@ def test_json_bash_refuses_shell_syntax(command):
     assert env.step_json(bash_call(command)) == ["Error: command not available in this sandbox"]
 
 
+def write_call(path: str, content: str) -> str:
+    return f"<tool_call>{json.dumps({'name': 'Write', 'arguments': {'file_path': path, 'content': content}})}</tool_call>"
+
+
+# Failures only the JSON front-end can cause: its file names and contents are free text.
+JSON_FAILURE_CASES = [
+    (write_call("a\x00b.py", "x = 1\n"), "bad_file_name"),
+    (write_call("x" * 300 + ".py", "x = 1\n"), "bad_file_name"),
+    (write_call("tab\there.py", "x = 1\n"), "bad_file_name"),
+    (write_call("\ud800.py", "x = 1\n"), "bad_file_name"),
+    (write_call("deep.py", "_x = " + "-" * 90_000 + "1\n"), "too_complex"),  # parser: MemoryError
+    (write_call("chain.py", "_x = a" + ".a" * 45_000 + "\n"), "too_complex"),  # RecursionError building the tree
+]
+
+
+@pytest.mark.parametrize("turn, kind", JSON_FAILURE_CASES)
+def test_each_json_only_failure_kind(turn, kind):
+    env = make_env()
+    (response,) = env.step_json(turn)
+    assert response.startswith("Error: ") and env.info.failed == {kind: 1} and env.info.malformed == 0
+    assert sorted(env.files) == ["pin.py", "test_pin.py"]
+
+
 def test_every_failure_kind_is_covered():
-    assert {kind for _, kind in FAILURE_CASES} == set(FAILURE_KINDS)
+    assert {kind for _, kind in FAILURE_CASES} == set(COMPACT_FAILURE_KINDS)
+    assert {kind for _, kind in JSON_FAILURE_CASES} == set(JSON_ONLY_FAILURES)
+    assert set(COMPACT_FAILURE_KINDS) | set(JSON_ONLY_FAILURES) == set(FAILURE_KINDS)
+
+
+def test_json_only_failures_leave_the_compact_vocabulary_as_it_was():
+    vocabulary = tools_vocabulary(ALL_TASKS)  # checkpoints store theirs; a new word would orphan them
+    assert set(COMPACT_FAILURE_KINDS) <= vocabulary and not set(JSON_ONLY_FAILURES) & vocabulary
 
 
 def test_replace_all_and_write_then_edit_without_read():

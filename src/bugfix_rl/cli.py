@@ -142,11 +142,12 @@ def _guarded(fn):
 
     def wrapper(cfg):
         from bugfix_rl.policy.chat_template import TokenPathMismatch
+        from bugfix_rl.rollout.env_errors import RolloutFailed
         from bugfix_rl.train import PreflightFailed
 
         try:
             return fn(cfg)
-        except (UserError, CheckpointError, PreflightFailed, TokenPathMismatch) as err:
+        except (UserError, CheckpointError, PreflightFailed, TokenPathMismatch, RolloutFailed) as err:
             fail(str(err))
     return wrapper
 

@@ -19,12 +19,11 @@ ended (then nothing more is shown).
 from __future__ import annotations
 
 import json
-import re
 from typing import Protocol
 
 from bugfix_rl.gym.edit_menu import EditMenuEnv
 from bugfix_rl.gym.tasks import ALL_OPS
-from bugfix_rl.gym.tool_calls import TOOL_SCHEMAS
+from bugfix_rl.gym.tool_calls import TOOL_SCHEMAS, tool_call_blocks
 from bugfix_rl.gym.tools_env import ToolsEnv, issue_text
 
 
@@ -57,19 +56,17 @@ EDIT_MENU_SYSTEM = ("You fix a bug in one Python function. Call exactly one tool
 TOOLS_SYSTEM = ("You are a coding agent. The repository is at /repo. Use the tools to read, edit and test its "
                 "files; you may make up to 4 tool calls in one turn. A reply without a tool call ends the session.")
 
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-
 
 def edit_menu_words(text: str | None) -> list[str] | None:
     """The gym words of a turn with exactly one valid edit-menu call, else None (malformed)."""
     if text is None:
         return None
-    bodies = _TOOL_CALL.findall(text)
-    if len(bodies) != 1 or "<tool_call>" in _TOOL_CALL.sub("", text):
+    bodies, unclosed = tool_call_blocks(text)
+    if len(bodies) != 1 or unclosed:
         return None
     try:
         call = json.loads(bodies[0])
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # bad JSON, or an integer past 4,300 digits
         return None
     if not isinstance(call, dict) or set(call) - {"name", "arguments"}:
         return None

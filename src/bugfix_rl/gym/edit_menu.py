@@ -49,6 +49,7 @@ class EpisodeInfo:
     hidden_pass: bool = False
     public_pass: float = 0.0
     truncated: bool = False  # ended by the context limit, not by the env
+    env_error: str = ""  # 'Kind: message' when step raised (rollout/env_errors.py): reward 0
 
     @property
     def turns(self) -> int:
@@ -71,7 +72,8 @@ class EpisodeInfo:
         return {"pass_rate": float(self.success), "reads": self.reads, "tests": self.tests,
                 "edits": self.edits, "malformed": self.malformed, "turns": self.turns,
                 "first_edit_right": float(self.first_edit_right), "exploit": float(self.exploit),
-                "submitted": float(self.submitted), "truncated": float(self.truncated)}
+                "submitted": float(self.submitted), "truncated": float(self.truncated),
+                "env_error": float(bool(self.env_error))}
 
 
 def parse_call(words: list[str] | None) -> tuple[str, str | None] | None:
@@ -106,7 +108,7 @@ class EditMenuEnv:
     @property
     def reward(self) -> float:
         info = self.info
-        if not info.submitted:
+        if not info.submitted or info.env_error:
             return 0.0
         if self.config.reward == "public":
             return float(info.public_pass == 1.0)

@@ -52,11 +52,21 @@ def add_zero_guard(source: str) -> str | None:
 
 
 def fix_init(source: str) -> str | None:
-    match = re.search(r"^(\s+\w+ = )([01])$", source, flags=re.MULTILINE)
-    if match is None:
-        return None
-    flipped = "1" if match.group(2) == "0" else "0"
-    return source[: match.start(2)] + flipped + source[match.end(2):]
+    """Flip the 0/1 of the first line `<indent>name = 0` (or `= 1`). What the regex
+    `(?m)^(\\s+\\w+ = )([01])$` finds, as one linear scan of the lines: that regex, run on text a model
+    wrote (the tools env classifies its edits with these ops), backtracks quadratically on a run of
+    newlines (\\s+ spans them), 2 s for 8,000. As there, an unindented line counts after a blank one."""
+    offset, after_blank = 0, False
+    for line in source.split("\n"):
+        code = line.lstrip()  # str.isspace() characters: the regex's \\s
+        name, equals, value = code.partition(" = ")
+        if ((code != line or after_blank) and equals and value in ("0", "1")
+                and name and all(char.isalnum() or char == "_" for char in name)):
+            at = offset + len(line) - len(code) + len(name) + len(equals)
+            return source[:at] + ("1" if value == "0" else "0") + source[at + 1:]
+        offset += len(line) + 1
+        after_blank = not code
+    return None
 
 
 def hardcode_tests(source: str, public_tests: tuple[Case, ...]) -> str:

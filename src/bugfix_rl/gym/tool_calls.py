@@ -165,7 +165,23 @@ def validate_call(name, args) -> ToolCall | Malformed:
 
 # ---------------------------------------------------------------- JSON front-end
 
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+OPEN_TAG, CLOSE_TAG = "<tool_call>", "</tool_call>"
+
+
+def tool_call_blocks(text: str) -> tuple[list[str], bool]:
+    """(bodies of the `<tool_call>...</tool_call>` blocks in order, whether an opening tag is left
+    unclosed): each block runs from an opening tag to the first closing tag after it. One pass of
+    str.find, so linear in the text (a lazy regex rescans the rest of the text from every unclosed tag)."""
+    bodies, rest, position = [], [], 0
+    while (start := text.find(OPEN_TAG, position)) >= 0:
+        end = text.find(CLOSE_TAG, start + len(OPEN_TAG))
+        if end < 0:
+            break
+        rest.append(text[position:start])
+        bodies.append(text[start + len(OPEN_TAG):end])
+        position = end + len(CLOSE_TAG)
+    rest.append(text[position:])
+    return bodies, OPEN_TAG in "".join(rest)
 
 
 def parse_json_calls(text: str | None) -> list[ToolCall | Malformed]:
@@ -176,10 +192,9 @@ def parse_json_calls(text: str | None) -> list[ToolCall | Malformed]:
     """
     if text is None:
         return [Malformed("unterminated")]
-    calls: list[ToolCall | Malformed] = []
-    for body in _TOOL_CALL.findall(text):
-        calls.append(_json_call(body))
-    if "<tool_call>" in _TOOL_CALL.sub("", text):
+    bodies, unclosed = tool_call_blocks(text)
+    calls: list[ToolCall | Malformed] = [_json_call(body) for body in bodies]
+    if unclosed:
         calls.append(Malformed("unclosed_tool_call"))
     return calls
 
@@ -187,7 +202,7 @@ def parse_json_calls(text: str | None) -> list[ToolCall | Malformed]:
 def _json_call(body: str) -> ToolCall | Malformed:
     try:
         obj = json.loads(body)
-    except (json.JSONDecodeError, RecursionError) as error:
+    except (ValueError, RecursionError) as error:  # ValueError: bad JSON, or an int past 4,300 digits
         return Malformed("invalid_json", str(error)[:80])
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or set(obj) - {"name", "arguments"}:
         return Malformed("not_an_object", 'expected {"name": ..., "arguments": {...}}')
@@ -400,15 +415,38 @@ def _compact_read(file_path: str, rest: list[str]) -> ToolCall | Malformed:
     for key, value in zip(rest[0::2], rest[1::2]):
         if key not in ("offset", "limit") or key in args:
             return Malformed("unexpected_argument", key)
-        if not value.isdigit():
+        if not (value.isascii() and value.isdigit() and len(value) <= 18):
             return Malformed("bad_value", f"{key} must be a number")
         args[key] = int(value)
     return validate_call("Read", args)
 
 
-# Output lines of a test run that the compact view keeps: `E ...` detail and the summary line.
-_RULE = re.compile(r"^[=_!\-]{3,} ?(.*?) ?[=_!\-]{3,}$")
-_TIMING = re.compile(r" in \d+\.\d+s$")
+# Output lines of a test run that the compact view keeps: `E ...` detail and the summary line. The
+# output is model-written (its code prints what it likes), so this is a plain scan of each line, linear
+# in its length; a regex such as `^[=_!-]{3,} ?(.*?) ?[=_!-]{3,}$` backtracks for minutes on one line
+# of '=' not closed by another rule.
+_RULE_CHARS = "=_!-"
+
+
+def rule_title(line: str) -> str:
+    """`=== 1 failed, 2 passed in 0.01s ===` -> `1 failed, 2 passed in 0.01s`: the text between a
+    leading and a trailing run of at least 3 rule characters, one space trimmed on each side; '' when
+    the line is not such a rule (or the title is empty)."""
+    head = len(line) - len(line.lstrip(_RULE_CHARS))
+    tail = len(line) - len(line.rstrip(_RULE_CHARS))
+    if head < 3 or tail < 3 or head == len(line):
+        return ""
+    title = line[head:len(line) - tail]
+    title = title[1:] if title.startswith(" ") else title
+    return title[:-1] if title.endswith(" ") else title
+
+
+def drop_timing(summary: str) -> str:
+    """`1 failed, 2 passed in 0.01s` -> `1 failed, 2 passed`."""
+    head, separator, seconds = summary.rpartition(" in ")
+    whole, dot, fraction = seconds[:-1].partition(".")
+    timed = seconds.endswith("s") and dot and whole.isdecimal() and fraction.isdecimal()
+    return head if separator and timed else summary
 
 
 def summarize_test_output(output: str) -> str:
@@ -416,13 +454,12 @@ def summarize_test_output(output: str) -> str:
     kept, summary = [], ""
     for line in output.split("\n"):
         stripped = line.strip()
-        rule = _RULE.match(stripped)
         if stripped.startswith("E ") or stripped == "E":
             kept.append(stripped[1:].strip())
         elif stripped.startswith("ERROR:"):
             kept.append(stripped)
-        elif rule and rule.group(1):
-            summary = _TIMING.sub("", rule.group(1))
+        elif title := rule_title(stripped):
+            summary = drop_timing(title)
     return "\n".join([line for line in kept if line] + ([summary] if summary else []))
 
 
@@ -486,10 +523,10 @@ def tools_vocabulary(tasks) -> set[str]:
     Build the tokenizer with `build_tokenizer(tasks, extra_words=tools_vocabulary(tasks))`; words an
     episode produces beyond these are shown as `?`.
     """
-    from bugfix_rl.gym.tools_env import FAILURE_KINDS, repo_words  # the tool layer owns the repo (and imports us)
+    from bugfix_rl.gym.tools_env import COMPACT_FAILURE_KINDS, repo_words  # the tool layer owns the repo
 
     words = set(TOOL_NAMES) | set(COMPACT_KEYWORDS) | set(LAYOUT_WORDS) | set(MALFORMED_REASONS)
-    words |= set(FAILURE_KINDS) | set(_BASH_WORDS) | set(_OUTPUT_WORDS)
+    words |= set(COMPACT_FAILURE_KINDS) | set(_BASH_WORDS) | set(_OUTPUT_WORDS)
     words |= {CALL_SEPARATOR, FINAL_ANSWER, UNKNOWN_WORD} | {str(n) for n in range(100)}
     for task in tasks:
         words |= repo_words(task)

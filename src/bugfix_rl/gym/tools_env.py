@@ -21,15 +21,25 @@ Semantics (SPEC §2), with the choices made here:
 - Reward: at the episode's end (final answer, turn limit, or the sampler's context limit), the final
   `<name>.py` is graded by the sandbox's parent-side comparison on hidden + public cases: reward 1
   iff all hidden pass (`reward=public`: iff all public pass).
+
+Everything a model writes is an attack surface here: no model text reaches a backtracking regex
+(grep runs on RE2, the parsers are plain scans), every size is capped (a file, the repo, an Edit's
+result before it is built), Write refuses file names the sandbox could not create (`bad_file_name`)
+and `.py` files Python's own parser gives up on (`too_complex`), and the op classifier and the
+probes turn any failure into a non-answer. So `step` raises only for internal reasons (the sandbox
+gone); the rollout loop ends such an episode as failed (`rollout/env_errors.py`, `info.env_error`).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+import re2
 
 from bugfix_rl.gym.edit_menu import RENAME_POOL, REWARD_MODES
 from bugfix_rl.gym.ops import apply_op
@@ -40,14 +50,16 @@ from bugfix_rl.gym.tool_calls import (
     tools_vocabulary,
 )
 from bugfix_rl.sandbox import grade, probes
+from bugfix_rl.sandbox.sandbox import valid_path
 
 
 def _apply_op_or_none(task, source: str, op: str) -> str | None:
-    """apply_op on text a model may have written: ops assume well-formed gym code, so any parse or
-    shape error means the op does not describe this edit."""
+    """apply_op on text a model may have written: ops assume well-formed gym code (a first statement
+    that is a `def`, a second line), so any error at all (AttributeError on a docstring-first file,
+    MemoryError from the parser, ...) means the op does not describe this edit."""
     try:
         return apply_op(task, source, op)
-    except (SyntaxError, ValueError, IndexError):
+    except Exception:
         return None
 
 
@@ -60,8 +72,14 @@ FAILURE_KINDS = (
     "outside_repo",    # Write to a path that is not a file at the repo root
     "not_available",   # Bash: a command outside the whitelist
     "too_many_calls",  # a call past max_calls_per_turn
-    "too_large",       # Edit/Write: the file would exceed max_file_chars
+    "too_large",       # Edit/Write: the file would exceed max_file_chars (or the repo MAX_REPO_*)
+    "bad_file_name",   # Write: a name the sandbox could not create (NUL, control characters, too long)
+    "too_complex",     # Edit/Write: a .py file nested too deeply for Python's parser
 )
+# Kinds a compact turn cannot cause (its file names are vocabulary words, its actions 48 tokens), kept
+# out of the compact vocabulary so that tokenizers and their checkpoints stay as they were.
+JSON_ONLY_FAILURES = ("bad_file_name", "too_complex")
+COMPACT_FAILURE_KINDS = tuple(kind for kind in FAILURE_KINDS if kind not in JSON_ONLY_FAILURES)
 _FAILURE_TEXT = {
     "file_not_found": "File does not exist.",
     "not_read": "File has not been read yet. Read it first before writing to it.",
@@ -73,8 +91,15 @@ _FAILURE_TEXT = {
     "not_available": "command not available in this sandbox",
     "too_many_calls": "Too many tool calls in one turn; this one was not run.",
     "too_large": "The file would be too large.",
+    "bad_file_name": "File names must be 1-100 printable characters, without '/' or NUL.",
+    "too_complex": "The file is nested too deeply for Python to parse.",
 }
 REPO_ROOT = "/repo"
+MAX_NAME_CHARS = 100
+MAX_REPO_FILES = 32  # with MAX_REPO_CHARS, well inside what one sandbox job takes (sandbox.MAX_FILES, its tmpfs)
+MAX_REPO_CHARS = 1_000_000
+MAX_CHAIN = 4  # commands joined by && in one Bash call (each may be a sandbox run of up to its timeout)
+MAX_OUTPUT_CHARS = 64_000  # of one Bash call's output (cat and grep stop building theirs past it)
 
 
 @dataclass
@@ -110,6 +135,7 @@ class ToolsEpisodeInfo:
     special_cased_public_inputs: bool = False  # probes: the final source pins public test inputs
     grade_flags: frozenset = frozenset()  # the sandbox grader's flags (import_error, timeout, ...)
     truncated: bool = False  # ended by the sampler's context limit
+    env_error: str = ""  # 'Kind: message' when the env raised for an internal reason (reward 0, not graded)
 
     @property
     def submitted(self) -> bool:
@@ -134,9 +160,11 @@ class ToolsEpisodeInfo:
                    "tests": self.test_runs, "malformed": self.malformed, "failed": sum(self.failed.values()),
                    "turns": self.turns, "first_edit_right": float(self.first_edit_right),
                    "exploit": float(self.exploit), "submitted": float(self.submitted),
-                   "truncated": float(self.truncated)}
+                   "truncated": float(self.truncated), "env_error": float(bool(self.env_error))}
         numbers.update({f"failed_{kind}": self.failed[kind] for kind in FAILURE_KINDS})
         numbers.update({f"calls_{tool}": self.calls[tool] for tool in TOOL_NAMES})
+        if self.env_error:
+            numbers[f"env_error_{self.env_error.split(':')[0]}"] = 1.0
         return numbers
 
 
@@ -308,9 +336,12 @@ class ToolsEnv:
             return self._refuse("Edit", "not_found")
         if count > 1 and not replace_all:
             return self._refuse("Edit", "not_unique", f"({count} matches)")
-        edited = text.replace(old_string, new_string, -1 if replace_all else 1)
-        if len(edited) > self.config.max_file_chars:
+        size = len(text) + (count if replace_all else 1) * (len(new_string) - len(old_string))
+        if self._too_large(name, size):  # checked before the text is built: replace_all can explode
             return self._refuse("Edit", "too_large")
+        edited = text.replace(old_string, new_string, -1 if replace_all else 1)
+        if _too_deep_to_parse(name, edited):
+            return self._refuse("Edit", "too_complex")
         self._store(name, edited)
         lines = tuple(file_lines(self.files[name]))
         return ToolResult("Edit", text=f"The file {REPO_ROOT}/{name} has been updated. Here's the result of "
@@ -319,16 +350,27 @@ class ToolsEnv:
     def _write(self, file_path: str, content: str) -> ToolResult:
         name = _repo_path(file_path)
         if name is None:
-            return self._refuse("Write", "outside_repo", file_path)
+            return self._refuse("Write", "outside_repo", file_path[:MAX_NAME_CHARS])
+        if not (len(name) <= MAX_NAME_CHARS and name.isprintable() and valid_path(name)):
+            return self._refuse("Write", "bad_file_name")
         existed = name in self.files
         if existed and name not in self.read:
             return self._refuse("Write", "not_read")
-        if len(content) > self.config.max_file_chars:
+        if not existed and len(self.files) >= MAX_REPO_FILES:
+            return self._refuse("Write", "too_large", f"(at most {MAX_REPO_FILES} files)")
+        if self._too_large(name, len(content)):
             return self._refuse("Write", "too_large")
+        if _too_deep_to_parse(name, content):
+            return self._refuse("Write", "too_complex")
         self._store(name, content)
         self.read.add(name)
         verb = "has been overwritten" if existed else "was created"
         return ToolResult("Write", text=f"The file {REPO_ROOT}/{name} {verb}.", brief="")
+
+    def _too_large(self, name: str, size: int) -> bool:
+        """Would `name` holding `size` characters exceed the file's or the repo's limit?"""
+        repo_size = sum(len(text) for path, text in self.files.items() if path != name) + size
+        return size > self.config.max_file_chars or repo_size > MAX_REPO_CHARS
 
     def _store(self, name: str, text: str) -> None:
         if name == self.source_path and text != self.files[name]:
@@ -341,6 +383,8 @@ class ToolsEnv:
 
     def _bash(self, command: str, timeout: float | None = None) -> ToolResult:
         steps = _split_chain(command)
+        if steps is not None and len(steps) > MAX_CHAIN:
+            return self._refuse("Bash", "not_available", f"(at most {MAX_CHAIN} commands joined by &&)")
         plans = None if steps is None else [self._plan_command(argv) for argv in steps]
         if plans is None or any(plan is None for plan in plans):
             return self._refuse("Bash", "not_available")
@@ -352,8 +396,8 @@ class ToolsEnv:
             if code != 0:
                 break
         tail = f"\nexit code {code}" if code else ""
-        return ToolResult("Bash", text="".join(texts).rstrip("\n") + tail,
-                          brief="\n".join(b.rstrip("\n") for b in briefs if b.strip()) + tail)
+        return ToolResult("Bash", text=_clip("".join(texts).rstrip("\n")) + tail,
+                          brief=_clip("\n".join(b.rstrip("\n") for b in briefs if b.strip())) + tail)
 
     def _plan_command(self, argv: list[str]):
         """A zero-argument callable -> (output, exit code, compact brief) for a whitelisted command,
@@ -397,13 +441,17 @@ class ToolsEnv:
 
     def _cat(self, names: list[str]) -> tuple[str, int, str]:
         out, code = [], 0
+        size = 0
         for arg in names:
+            if size > MAX_OUTPUT_CHARS:  # `cat x x x ...`: stop building what _clip would drop
+                break
             name = _repo_path(arg)
             if name in self.files:
                 out.append(self.files[name])
             else:
-                out.append(f"cat: {arg}: No such file or directory\n")
+                out.append(f"cat: {arg[:MAX_NAME_CHARS]}: No such file or directory\n")
                 code = 1
+            size += len(out[-1])
         return _same("".join(out), code)
 
     def _plan_grep(self, args: list[str]):
@@ -419,21 +467,26 @@ class ToolsEnv:
 
         def grep():
             try:
-                regex = re.compile(_basic_to_python_regex(pattern), re.IGNORECASE if "i" in flags else 0)
-            except re.error:
-                return _same(f"grep: invalid regular expression: {pattern}\n", 2)
+                regex = _grep_regex(pattern, "i" in flags)
+            except (re2.error, ValueError):  # ValueError: a pattern RE2 cannot take (lone surrogates)
+                return _same(f"grep: invalid regular expression: {pattern[:MAX_NAME_CHARS]}\n", 2)
             names = [_repo_path(t) or t for t in targets] or sorted(self.files)
-            out, found, missing = [], False, False
+            out, found, missing, size = [], False, False, 0
             for name in names:
+                if size > MAX_OUTPUT_CHARS:  # `grep x f f f ...`: stop building what _clip would drop
+                    break
                 if name not in self.files:
-                    out.append(f"grep: {name}: No such file or directory\n")
+                    out.append(f"grep: {name[:MAX_NAME_CHARS]}: No such file or directory\n")
                     missing = True
                     continue
-                for number, line in enumerate(file_lines(self.files[name]), 1):
-                    if regex.search(line):
+                text = self.files[name]
+                searchable = text.encode("utf-8", "replace").decode("utf-8")  # RE2 takes no lone surrogates
+                for number, (line, plain) in enumerate(zip(file_lines(text), file_lines(searchable)), 1):
+                    if regex.search(plain):
                         found = True
                         prefix = (f"{name}:" if len(names) > 1 else "") + (f"{number}:" if "n" in flags else "")
                         out.append(f"{prefix}{line}\n")
+                        size += len(out[-1])
             return _same("".join(out), 2 if missing else 0 if found else 1)
 
         return grep
@@ -446,7 +499,7 @@ class ToolsEnv:
 
     def _grade(self) -> None:
         """Grade the final <name>.py once, in the sandbox, on hidden + public cases."""
-        if self._graded:
+        if self._graded or self.info.env_error:
             return
         if self.sandbox is None:
             raise RuntimeError("this ToolsEnv has no sandbox to grade in")
@@ -466,6 +519,8 @@ class ToolsEnv:
     @property
     def reward(self) -> float:
         self._grade()  # the sampler may end an episode (context full) without a last step
+        if self.info.env_error:
+            return 0.0
         if self.config.reward == "public":
             return float(self.info.public_pass == 1.0)
         return float(self.info.hidden_pass)
@@ -473,6 +528,10 @@ class ToolsEnv:
 
 def _same(output: str, code: int) -> tuple[str, int, str]:
     return output, code, output
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_OUTPUT_CHARS else text[:MAX_OUTPUT_CHARS] + "\n[... output truncated ...]"
 
 
 _PYTEST_FLAG = re.compile(r"-[qvxs]+|--(quiet|verbose|exitfirst|tb=\w+|no-header)|-r\w+")
@@ -505,6 +564,36 @@ def _split_chain(command: str) -> list[list[str]] | None:
         else:
             steps[-1].append(token)
     return steps if all(steps) else None
+
+
+def _too_deep_to_parse(name: str, source: str) -> bool:
+    """True for a .py file on which Python's parser runs out of stack (MemoryError, or RecursionError
+    while building the tree), as the sandbox's import would too; a plain syntax error is the model's
+    to see, not a refusal."""
+    if not name.endswith(".py"):
+        return False
+    try:
+        ast.parse(source)
+    except (MemoryError, RecursionError):
+        return True
+    except Exception:  # SyntaxError, ValueError (NUL bytes, lone surrogates)
+        return False
+    return False
+
+
+_GREP_OPTIONS = {}
+
+
+def _grep_regex(pattern: str, ignore_case: bool):
+    """The grep pattern compiled by RE2 (linear time in the text, whatever the pattern: `\\(a*\\)*b`
+    on 400 `a`s takes microseconds, where Python's re never returns). RE2 has no backreferences:
+    a pattern with one is an invalid expression here. Compile errors are not logged to stderr."""
+    if ignore_case not in _GREP_OPTIONS:
+        options = re2.Options()
+        options.log_errors = False
+        options.case_sensitive = not ignore_case
+        _GREP_OPTIONS[ignore_case] = options
+    return re2.compile(_basic_to_python_regex(pattern), _GREP_OPTIONS[ignore_case])
 
 
 def _basic_to_python_regex(pattern: str) -> str:

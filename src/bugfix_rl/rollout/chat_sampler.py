@@ -23,6 +23,7 @@ import torch
 
 from bugfix_rl.gym.chat import chat_front_end
 from bugfix_rl.policy.chat_template import ChatTokenPath, Transcript
+from bugfix_rl.rollout.env_errors import step_or_fail
 from bugfix_rl.rollout.trajectory import Trajectory
 
 
@@ -125,7 +126,7 @@ def _advance(episode: _Episode, turn: Turn, path: ChatTokenPath, max_new_tokens:
     """Record the turn, let the env act on its text, append the observation (or end the episode)."""
     episode.transcript.add_sampled(turn.ids, turn.logps)
     text = path.decode(turn.ids[:-1]) if turn.closed else None
-    responses = episode.front_end.step(episode.env, text)
+    responses = step_or_fail(episode.env, lambda turn: episode.front_end.step(episode.env, turn), text)
     if episode.env.done:
         return
     observation = path.observation_ids(responses, closed=turn.closed)

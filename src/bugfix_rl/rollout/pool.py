@@ -22,6 +22,7 @@ import torch
 
 from bugfix_rl.gym.edit_menu import RENAME_POOL
 from bugfix_rl.gym.tasks import Task
+from bugfix_rl.rollout.env_errors import check_batch
 from bugfix_rl.rollout.sampler import sample_episodes
 from bugfix_rl.rollout.trajectory import Trajectory
 
@@ -51,10 +52,11 @@ def group_job(tasks: list[Task], group_size: int, first_group: int, names: list[
 
 def sample_job(model, tokenizer, make_env: Callable, job: EpisodeJob,
                generator: torch.Generator | None = None) -> list[Trajectory]:
-    """Sample one job's episodes in one batch, from `generator` or else a fresh one seeded by job.seed."""
+    """Sample one job's episodes in one batch, from `generator` or else a fresh one seeded by job.seed.
+    Episodes whose env raised come back failed (env_errors.py); a batch of nothing else raises."""
     envs = [make_env(task, name) for task, name in zip(job.tasks, job.names)]
     generator = generator if generator is not None else torch.Generator().manual_seed(job.seed)
-    return sample_episodes(model, tokenizer, envs, job.groups, job.temperature, generator)
+    return check_batch(sample_episodes(model, tokenizer, envs, job.groups, job.temperature, generator))
 
 
 def shard_jobs(tasks: list[Task], group_size: int, first_group: int, temperature: float, shards: int,

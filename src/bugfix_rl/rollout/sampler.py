@@ -13,6 +13,7 @@ from typing import Callable, Protocol
 import torch
 
 from bugfix_rl.policy.tokenizer import Tokenizer
+from bugfix_rl.rollout.env_errors import step_or_fail
 from bugfix_rl.rollout.trajectory import Trajectory
 
 
@@ -81,7 +82,7 @@ def sample_episodes(model, tokenizer: Tokenizer, envs: list[Env], groups: list[i
                 continue
             words = [tokenizer.words[t] for t in action[b][:-1]] if ended else None
             action[b] = []
-            observation = env.step(words)
+            observation = step_or_fail(env, env.step, words)  # an env that raises ends this episode only
             if env.done:
                 active[b] = False
                 continue

@@ -13,11 +13,18 @@ model-written code runs. Layer names (`LAYERS`) are what `Sandbox.layers` report
 - tmpfs:    private mount namespace; run dirs live on a small tmpfs the host never sees.
 - uid:      each worker runs jobs as its own unprivileged uid: no capabilities, RLIMIT_NPROC
             enforced (it is not for root), root-only files unreadable, no signals to other users.
+- ipcns:    the server's own IPC namespace: SysV shared memory, semaphores, message queues and
+            POSIX message queues of the host, other workers and other trainers are out of reach
+            (and, where seccomp_ipc is off, each job gets a fresh one that dies with it).
 - landlock: file access limited to the run dir (read/write) and the stdlib (read); no TCP
             bind/connect (ABI >= 4); no signals or abstract sockets outside the job (ABI >= 6).
 - seccomp:  no socket() at all (socketpair() only: no IP, no host Unix sockets); no fork/clone/exec
             (so nothing can outlive the job); no ptrace, mount, namespaces, bpf, io_uring,
             keyrings, module loading or parent-death changes.
+- seccomp_ipc: the same filter denies SysV IPC (shmget/shmat/..., semget/semop/..., msgget/msgsnd/
+            msgrcv/...) and POSIX message queues (mq_open, ...): a job cannot create an IPC object,
+            so none can carry answers between episodes or outlive the job. Listed apart from
+            `seccomp` because the self-test proves it apart.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-LAYERS = ("rlimits", "netns", "tmpfs", "uid", "landlock", "seccomp")
+LAYERS = ("rlimits", "netns", "tmpfs", "uid", "ipcns", "landlock", "seccomp", "seccomp_ipc")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -42,6 +49,7 @@ _libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWNET = 0x40000000
 MS_NOSUID, MS_NODEV, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 2, 4, 4096, 8192, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 22, 38
@@ -88,6 +96,7 @@ class Isolation:
     scratch: str
     readable_dirs: list[str]
     uid: int | None = None
+    host_ipc_namespace: str = ""  # /proc/self/ns/ipc before unshare: the self-test checks the job's differs
     landlock_ruleset_fd: int | None = None
     keep_fds: list[int] = field(default_factory=list)  # uid claim socket etc.: closed in children
     seccomp_program: object = None  # ctypes sock_fprog, kept alive for the children
@@ -102,17 +111,21 @@ def setup_server(scratch_mb: int) -> Isolation:
     if root:
         _try(iso, "uid", lambda: _claim_uid(iso))  # before unshare: the claim lives in the host netns
         _try(iso, "netns", _enter_empty_netns)
+        _try(iso, "ipcns", lambda: _enter_private_ipcns(iso))
         _try(iso, "tmpfs", lambda: _enter_private_tmpfs(iso, scratch_mb))
         if iso.uid is not None and not iso.layers["tmpfs"]:
             iso.layers["uid"] = False
             iso.reasons["uid"] = "needs the private mount namespace to reach the stdlib"
     else:
-        for name in ("uid", "netns", "tmpfs"):
+        for name in ("uid", "netns", "tmpfs", "ipcns"):
             iso.reasons[name] = f"needs root (server runs as uid {os.geteuid()})"
     if not iso.scratch:
         iso.scratch = tempfile.mkdtemp(prefix="bugfix-rl-sandbox-")
     _try(iso, "landlock", lambda: _build_landlock_ruleset(iso))
     _try(iso, "seccomp", lambda: _build_seccomp(iso))
+    iso.layers["seccomp_ipc"] = iso.layers["seccomp"]  # one filter; the self-test proves each part
+    if not iso.layers["seccomp"]:
+        iso.reasons["seccomp_ipc"] = f"needs seccomp ({iso.reasons['seccomp']})"
     return iso
 
 
@@ -151,6 +164,21 @@ def _enter_empty_netns() -> None:
             raise
     finally:
         probe.close()
+
+
+def _enter_private_ipcns(iso: Isolation) -> None:
+    iso.host_ipc_namespace = os.readlink("/proc/self/ns/ipc")
+    _check(_libc.unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)")
+    if os.readlink("/proc/self/ns/ipc") == iso.host_ipc_namespace:
+        raise OSError("still in the host's IPC namespace after unshare")
+
+
+def enter_job_ipcns(iso: Isolation) -> None:
+    """A fresh IPC namespace for one job child (root, before dropping privileges): used where seccomp
+    cannot deny IPC calls, so that whatever the job creates dies with it instead of staying in the
+    server's namespace for the next job."""
+    if iso.layers["ipcns"] and not iso.layers["seccomp_ipc"]:
+        _check(_libc.unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)")
 
 
 def _enter_private_tmpfs(iso: Isolation, scratch_mb: int) -> None:
@@ -257,7 +285,7 @@ def _build_landlock_ruleset(iso: Isolation) -> None:
 
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _RET_KILL_PROCESS, _RET_ALLOW = 0x80000000, 0x7FFF0000
-_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_LD_W_ABS, _JEQ_K, _JGT_K, _JGE_K, _RET_K = 0x20, 0x15, 0x25, 0x35, 0x06
 _SYSCALL = dict(
     socket=41, clone=56, fork=57, vfork=58, execve=59, ptrace=101, syslog=103, mknod=133,
     personality=135, pivot_root=155, prctl=157, acct=163, mount=165, umount2=166, swapon=167,
@@ -270,6 +298,10 @@ _SYSCALL = dict(
     pidfd_getfd=438, mount_setattr=442,
 )
 _DENIED = [name for name in _SYSCALL if name not in ("prctl", "clone3")]
+# SysV IPC and POSIX message queues, as inclusive ranges of syscall numbers: shmget..shmctl,
+# semget..msgctl (semget, semop, semctl, shmdt, msgget, msgsnd, msgrcv, msgctl), semtimedop,
+# mq_open..mq_getsetattr. Ranges keep the filter short: every allowed syscall walks all of it.
+IPC_SYSCALL_RANGES = ((29, 31), (64, 71), (220, 220), (240, 245))
 
 
 class _SockFilter(ctypes.Structure):
@@ -291,6 +323,8 @@ def seccomp_instructions() -> list[tuple[int, int, int, int]]:
                (_LD_W_ABS, 0, 0, 0), (_JGE_K, 0, 1, 0x40000000), (_RET_K, 0, 0, _RET_KILL_PROCESS)]
     for name in _DENIED:
         program += [(_JEQ_K, 0, 1, _SYSCALL[name]), (_RET_K, 0, 0, _errno(errno.EPERM))]
+    for first, last in IPC_SYSCALL_RANGES:  # nr >= first and not nr > last -> EPERM
+        program += [(_JGE_K, 0, 2, first), (_JGT_K, 1, 0, last), (_RET_K, 0, 0, _errno(errno.EPERM))]
     program += [(_JEQ_K, 0, 1, _SYSCALL["clone3"]), (_RET_K, 0, 0, _errno(errno.ENOSYS))]  # glibc falls back to clone
     program += [(_JEQ_K, 0, 4, _SYSCALL["prctl"]), (_LD_W_ABS, 0, 0, 16),
                 (_JEQ_K, 0, 1, PR_SET_PDEATHSIG), (_RET_K, 0, 0, _errno(errno.EPERM)),

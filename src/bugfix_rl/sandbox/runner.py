@@ -8,11 +8,13 @@ the outputs themselves are compared with expected values that never enter the sa
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import importlib
 import io
 import json
 import os
+import platform
 import runpy
 import socket
 import sys
@@ -144,7 +146,42 @@ def _selftest(job: dict) -> int:
             checks["seccomp"] = False
         except OSError:
             checks["seccomp"] = True
+    try:
+        checks["ipcns"] = os.readlink("/proc/self/ns/ipc") != job["host_ipc"]
+    except OSError:
+        checks["ipcns"] = False
+    checks["seccomp_ipc"] = _ipc_creation_denied()
     with open("written", "w") as handle:
         checks["run_dir_writable"] = handle.write("x") == 1
     _report(job, {"checks": checks})
     return 0
+
+
+def _ipc_creation_denied() -> bool:
+    """True when creating a SysV shared memory segment, message queue or semaphore set, or a POSIX
+    message queue, fails with EPERM; whatever gets created anyway is removed again. x86_64 numbers."""
+    if platform.machine() != "x86_64":
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+    def call(number, *args):
+        return libc.syscall(ctypes.c_long(number), *[a if isinstance(a, ctypes.c_char_p) else ctypes.c_long(a)
+                                                     for a in args])
+
+    create_flags, remove = 0o1000 | 0o600, 0  # IPC_CREAT | rw-------, IPC_RMID
+    name = ctypes.c_char_p(b"bugfix-rl-selftest")
+    attempts = [(lambda: call(29, 0, 4096, create_flags), lambda ident: call(31, ident, remove, 0)),  # shm
+                (lambda: call(68, 0, create_flags), lambda ident: call(71, ident, remove, 0)),  # msg
+                (lambda: call(64, 0, 1, create_flags), lambda ident: call(66, ident, 0, remove)),  # sem
+                (lambda: call(240, name, os.O_CREAT | os.O_RDWR, 0o600, 0),  # mq_open
+                 lambda fd: (os.close(fd), call(241, name)))]
+    denied = True
+    for create, undo in attempts:
+        ident = create()
+        if ident >= 0:
+            undo(ident)
+            denied = False
+        elif ctypes.get_errno() != errno.EPERM:
+            denied = False
+    return denied

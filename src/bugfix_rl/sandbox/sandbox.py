@@ -5,6 +5,9 @@ each a separate `python -I -S -B` process of the real interpreter binary; every 
 to an idle server, which forks a hardened child for it. This side only ever reads back tagged JSON,
 checks the job's nonce, the canary and the number of outputs, and rebuilds plain values from
 literals (wire.decode); grading compares those with expected values that never leave this process.
+Only this side and the server declare an infrastructure failure (`sandbox_error`): a lost server, or
+a set-up step that failed before any model code ran (the server's `setup_error`); nothing the job
+prints or reports can.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from .hardening import LAYERS
 Outcome = tuple[str, object]  # ("value", plain value) or ("error", exception class name)
 STATUSES = ("ok", "timeout", "crash", "import_error", "bad_result", "sandbox_error", "bad_command")
 SERVER_GRACE_S = 30.0  # a server silent this long past a job's own timeout is replaced
+MAX_FILES = 256  # files per job; with their size (below) they must fit the run dir's tmpfs
+NAME_MAX_BYTES = 255  # a path component, as the kernel allows
 _SRC_ROOT = str(Path(__file__).resolve().parents[2])
 _BOOT = """
 import sys, types
@@ -232,12 +237,12 @@ class Sandbox:
                       inputs: list[tuple]) -> CallResult:
         """Import `module` from `files` in a fresh sandbox and call `function(*args)` per input."""
         nonce, canary = secrets.token_hex(16), tuple(secrets.randbits(48) for _ in range(3))
-        job = {"kind": "call", "files": _checked(files), "module": module, "function": function,
+        job = {"kind": "call", "files": self._checked(files), "module": module, "function": function,
                "inputs": [wire.encode(tuple(args)) for args in inputs]}
         reply = self._submit(job, nonce, canary)
+        if reply.get("lost") or reply.get("setup_error"):
+            return CallResult([], "sandbox_error", str(reply.get("lost") or reply["setup_error"])[:300])
         report, problem = _read_report(reply, nonce, canary)
-        if reply.get("lost") or (report and "sandbox_error" in report):
-            return CallResult([], "sandbox_error", reply.get("lost") or report["sandbox_error"])
         if reply["timed_out"] or reply["signal"] == signal.SIGXCPU:
             return CallResult([], "timeout", "wall clock" if reply["timed_out"] else "CPU limit")
         if report is None:
@@ -264,16 +269,14 @@ class Sandbox:
         if parsed is None:
             return RunResult(f"command not available in this sandbox: {command}", 127, "bad_command", 0.0)
         nonce, canary = secrets.token_hex(16), (secrets.randbits(48),)
-        reply = self._submit({"kind": parsed[0], "args": parsed[1], "files": _checked(files)}, nonce, canary)
-        if reply.get("lost"):
+        reply = self._submit({"kind": parsed[0], "args": parsed[1], "files": self._checked(files)}, nonce, canary)
+        if reply.get("lost") or reply.get("setup_error"):
             return RunResult("", 1, "sandbox_error", 0.0)
         report, problem = _read_report(reply, nonce, canary)
         if reply["timed_out"]:
             status, code = "timeout", 124
-        elif report is not None and not problem and "sandbox_error" not in report:
+        elif report is not None and not problem:
             status, code = "ok", report.get("exit_code", 1)
-        elif report is not None and "sandbox_error" in report:
-            status, code = "sandbox_error", 1
         elif reply["signal"] is not None:
             status, code = ("timeout" if reply["signal"] == signal.SIGXCPU else "crash"), 128 + reply["signal"]
         else:  # exited without the runner's report: os._exit() in model code, or a forged report
@@ -290,7 +293,10 @@ class Sandbox:
         job.update(nonce=nonce, canary=wire.encode(canary), timeout_s=self.config.timeout_s)
         worker = self._idle.get()
         try:
-            return worker.request(job, self.config.timeout_s + SERVER_GRACE_S)
+            reply = worker.request(job, self.config.timeout_s + SERVER_GRACE_S)
+            if reply.get("leftover"):  # the job left something its server could not remove: start afresh
+                worker = self._replace(worker)
+            return reply
         except _WorkerLost as lost:
             worker = self._replace(worker)
             return {"lost": str(lost)}
@@ -312,12 +318,31 @@ class Sandbox:
         return fresh
 
 
-def _checked(files: dict[str, str]) -> dict[str, str]:
-    for path, text in files.items():
-        parts = Path(path).parts
-        if not parts or Path(path).is_absolute() or ".." in parts or not isinstance(text, str):
-            raise ValueError(f"file paths must be relative and inside the run dir: {path!r}")
-    return dict(files)
+    def _checked(self, files: dict[str, str]) -> dict[str, str]:
+        """The job's files, or ValueError (a caller's bug, never a job's failure) for any the server
+        could not write: a bad path, or more or larger files than the run dir holds."""
+        if len(files) > MAX_FILES:
+            raise ValueError(f"{len(files)} files; at most {MAX_FILES} per job")
+        size = 0
+        for path, text in files.items():
+            if not isinstance(path, str) or not isinstance(text, str) or not valid_path(path):
+                raise ValueError(f"file paths must be relative and inside the run dir: {path!r:.80}")
+            size += len(text.encode("utf-8", "surrogatepass"))
+        if size > (self.config.scratch_mb << 20) // 2:
+            raise ValueError(f"files of {size} bytes do not fit the run dir ({self.config.scratch_mb} MiB)")
+        return dict(files)
+
+
+def valid_path(path: str) -> bool:
+    """A relative path inside the run dir that the server can create: no NUL, components of at most
+    NAME_MAX_BYTES UTF-8 bytes (no lone surrogates), no `..`, not absolute, not empty."""
+    if not path or "\0" in path or path.startswith("/"):
+        return False
+    try:
+        parts = [part.encode("utf-8") for part in path.split("/") if part not in ("", ".")]
+    except UnicodeEncodeError:
+        return False
+    return bool(parts) and all(len(part) <= NAME_MAX_BYTES and part != b".." for part in parts)
 
 
 def _read_report(reply: dict, nonce: str, canary: tuple) -> tuple[dict | None, str]:
@@ -334,8 +359,6 @@ def _read_report(reply: dict, nonce: str, canary: tuple) -> tuple[dict | None, s
         return None, "bad report: not JSON"
     if type(report) is not dict or not hmac.compare_digest(str(report.get("nonce")), nonce):
         return None, "bad report: wrong nonce"
-    if "sandbox_error" in report:
-        return report, ""
     if reply.get("result_overflow"):
         return report, "bad report: too large"
     try:

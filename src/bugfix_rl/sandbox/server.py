@@ -5,23 +5,27 @@ and this package's stdlib-only modules, nothing else. It sets up the shared laye
 setup_server), proves them with a self-test child, then serves jobs read from the parent pipe:
 
     fork -> child: setsid, fds 0-4 only, run dir from the job's files, rlimits, own uid, Landlock,
-                   seccomp, then runner.run (model code) -> one report on fd 3 -> _exit
+                   seccomp, then `R` on fd 3, then runner.run (model code) -> one report on fd 3
+                   -> _exit; if a step before model code fails: `E` + the error on fd 3 -> _exit
          -> server: select on the child's pidfd and pipes until exit or the wall deadline (then
-                    SIGKILL), reap, remove the run dir, reply to the parent.
+                    SIGKILL), reap, empty the scratch dir, reply to the parent.
 
 Nothing the child prints or reports is interpreted here: it is capped and passed to the parent,
-which validates it.
+which validates it. The one exception is the first byte on fd 3, which the child writes before any
+model code runs: `E` (set-up failed, the rest is its error) becomes the reply's `setup_error`, the
+only way a job can end as an infrastructure failure (`sandbox_error`); model code that prints or
+reports the words `sandbox_error` gets no such status.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import gc
 import json
 import os
 import select
-import shutil
 import signal
 import sys
 import time
@@ -31,6 +35,7 @@ from . import hardening, runner, wire
 STDOUT_HEAD, STDOUT_TAIL = 32 << 10, 16 << 10  # bytes of a test run's output kept: head + tail
 MAX_RESULT = 8 << 20
 EXIT_SANDBOX_ERROR = 70
+SETUP_DONE, SETUP_FAILED = b"R", b"E"  # the first byte on fd 3, written by the child before model code
 WARM_MODULES = ("math", "re", "collections", "itertools", "functools", "operator", "typing",
                 "dataclasses", "string", "random", "heapq", "bisect", "copy", "fractions",
                 "decimal", "statistics", "enum", "unittest")  # common in model code; imported once here
@@ -59,7 +64,7 @@ def main(worker_index: int) -> None:
     while (job := wire.read_frame(request_fd)) is not None:
         wire.write_frame(reply_fd, server.run_job(job))
     if not iso.layers["tmpfs"]:
-        shutil.rmtree(iso.scratch, ignore_errors=True)
+        remove_tree(iso.scratch)
 
 
 class Server:
@@ -73,9 +78,10 @@ class Server:
     def prove_layers(self) -> None:
         for _ in range(len(hardening.LAYERS)):
             reply = self.run_job({"kind": "selftest", "nonce": "selftest", "canary": wire.encode(()),
-                                  "files": {}, "timeout_s": 10, "stdlib": os.path.dirname(os.__file__)})
+                                  "files": {}, "timeout_s": 10, "stdlib": os.path.dirname(os.__file__),
+                                  "host_ipc": self.iso.host_ipc_namespace})
             try:
-                report = json.loads(reply["result"])
+                report = json.loads(reply["setup_error"] or reply["result"])
             except (TypeError, ValueError):
                 report = {"sandbox_error": f"self-test child gave no report ({reply})", "step": "rlimits"}
             if "sandbox_error" in report:
@@ -83,7 +89,8 @@ class Server:
                 continue
             checks = report["checks"]
             failed = {"uid": not (checks["uid"] and checks["stdlib_readable"]),
-                      "landlock": not checks["landlock"], "seccomp": not checks["seccomp"]}
+                      "landlock": not checks["landlock"], "seccomp": not checks["seccomp"],
+                      "ipcns": not checks["ipcns"], "seccomp_ipc": not checks["seccomp_ipc"]}
             failed = [name for name, bad in failed.items() if bad and self.iso.layers[name]]
             for name in failed:
                 self._disable(name, "self-test: layer applied but did not hold")
@@ -96,6 +103,8 @@ class Server:
             raise RuntimeError(reason)
         self.iso.layers[layer] = False
         self.iso.reasons[layer] = reason
+        if layer == "seccomp" and self.iso.layers["seccomp_ipc"]:
+            self._disable("seccomp_ipc", f"needs seccomp ({reason})")
 
     # ---- one job
 
@@ -115,8 +124,15 @@ class Server:
         reply["duration_s"] = time.monotonic() - started
         if not self.iso.layers["seccomp"]:
             self._kill_leftovers(pid)
-        shutil.rmtree(job["dir"], ignore_errors=True)
+        reply["leftover"] = not self._empty_scratch()
         return reply
+
+    def _empty_scratch(self) -> bool:
+        """Remove everything in the scratch dir (the run dir, and anything a job without the uid layer
+        may have put beside it); True when it is empty."""
+        for name in os.listdir(self.iso.scratch):
+            remove_tree(os.path.join(self.iso.scratch, name))
+        return not os.listdir(self.iso.scratch)
 
     def _child(self, job: dict, result_write: int, output_write: int | None) -> None:
         step = "files"
@@ -135,17 +151,19 @@ class Server:
             os.environ["HOME"] = job["dir"]  # the rest of the server's environment is PATH and LANG
             step = "rlimits"
             hardening.apply_rlimits(self.limits)
+            step = "ipcns"
+            hardening.enter_job_ipcns(self.iso)
             step = "uid"
             hardening.drop_privileges(self.iso, self.pid)
             step = "landlock"
             hardening.apply_landlock(self.iso)
             step = "seccomp"
             hardening.apply_seccomp(self.iso)
+            os.write(runner.RESULT_FD, SETUP_DONE)  # from here on, fd 3 carries model-reachable bytes
         except BaseException as error:
-            message = json.dumps({"nonce": job["nonce"], "sandbox_error": f"{type(error).__name__}: {error}",
-                                  "step": step})
+            message = json.dumps({"sandbox_error": f"{type(error).__name__}: {error}", "step": step})
             try:
-                os.write(runner.RESULT_FD, message.encode())
+                os.write(runner.RESULT_FD, SETUP_FAILED + message.encode())
             finally:
                 os._exit(EXIT_SANDBOX_ERROR)
         try:
@@ -169,7 +187,9 @@ class Server:
                     made.append(directory)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             try:
-                os.write(fd, text.encode("utf-8"))
+                data = memoryview(text.encode("utf-8", "surrogatepass"))  # a lone surrogate: model's bad bytes
+                while data:
+                    data = data[os.write(fd, data):]
                 if owner is not None:
                     os.fchown(fd, owner, owner)
             finally:
@@ -230,9 +250,17 @@ class Server:
             if fd is not None:
                 os.close(fd)
         stdout = bytes(head) + (f"\n[... {dropped} bytes of output dropped ...]\n".encode() if dropped else b"")
+        marker, report = bytes(result[:1]), bytes(result[1:])
+        if marker == SETUP_FAILED:
+            setup_error = report.decode("utf-8", "replace")
+        elif marker != SETUP_DONE:  # died (or timed out) before model code could run
+            setup_error = json.dumps({"sandbox_error": "job child ended during set-up", "step": "files"})
+        else:
+            setup_error = None
         return {"exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                 "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                "timed_out": timed_out, "result": result.decode("utf-8", "replace") if result else None,
+                "timed_out": timed_out, "setup_error": setup_error,
+                "result": report.decode("utf-8", "replace") if report and setup_error is None else None,
                 "result_overflow": len(result) > MAX_RESULT,
                 "stdout": (stdout + bytes(tail)).decode("utf-8", "replace")}
 
@@ -252,3 +280,81 @@ class Server:
                 finally:
                     os._exit(0)
             os.waitpid(reaper, 0)
+
+
+# ---- clean-up of what a job leaves in its run dir
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def remove_tree(path: str) -> bool:
+    """`rm -rf path` for a tree a job built: without recursion (a job can nest directories far past
+    Python's recursion limit and PATH_MAX), with one directory fd open at a time (walking back up
+    through `..`), never following a symbolic link, and without raising. True when `path` is gone."""
+    try:
+        fd = os.open(path, _DIRECTORY)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return not os.path.lexists(path)
+    pending = [_remove_files(fd)]  # per level from `path` down: subdirectories still to remove
+    try:
+        while pending:
+            if pending[-1]:
+                child = _open_subdirectory(pending[-1][-1], fd)
+                if child is None:
+                    pending[-1].pop()
+                    continue
+                os.close(fd)
+                fd = child
+                pending.append(_remove_files(fd))
+                continue
+            pending.pop()
+            if pending:  # this level is empty: go up and remove it
+                parent = os.open("..", _DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = parent
+                with contextlib.suppress(OSError):
+                    os.rmdir(pending[-1].pop(), dir_fd=fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+    return not os.path.lexists(path)
+
+
+def _remove_files(fd: int) -> list[str]:
+    """Unlink every entry of the directory `fd` that is not a directory; return the subdirectories."""
+    directories = []
+    try:
+        entries = list(os.scandir(fd))
+    except OSError:
+        return directories
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                directories.append(entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+        except OSError:
+            pass
+    return directories
+
+
+def _open_subdirectory(name: str, parent: int) -> int | None:
+    """The directory `name` in `parent`, made accessible first if the job took its permissions away
+    (matters without root); None if it cannot be opened (then it is unlinked if it is not a directory)."""
+    for attempt in range(2):
+        try:
+            return os.open(name, _DIRECTORY, dir_fd=parent)
+        except PermissionError:
+            if attempt == 0:
+                with contextlib.suppress(OSError):
+                    os.chmod(name, 0o700, dir_fd=parent)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=parent)
+            return None
+    return None

@@ -1,0 +1,44 @@
+"""Episodes whose env raised: ended as failed, so one bad episode never ends a training run.
+
+The envs turn everything a model can cause into a failed call of a named kind; what still raises
+from `env.step` is internal (the sandbox gone, a bug). The rollout loops call the env through
+`step_or_fail`: the episode ends there with reward 0 and `info.env_error = 'Kind: message'` (its
+metrics count it as `env_error` and `env_error_<Kind>`, so the dashboard shows how often and why),
+and the other episodes go on. Only a batch in which every episode failed stops the run, with the
+one-line `RolloutFailed` (`check_batch`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+
+class RolloutFailed(RuntimeError):
+    """Every episode of a batch failed inside its env: printed as one line, the run stops."""
+
+
+def step_or_fail(env, step, action):
+    """`step(action)` (an env's step or a chat front-end's step bound to it), or, if it raises an
+    Exception, the episode ended as failed and '' (nothing more is shown: the env is done)."""
+    try:
+        return step(action)
+    except Exception as error:
+        end_failed(env, error)
+        return ""
+
+
+def end_failed(env, error: BaseException) -> None:
+    """End `env`'s episode unrewarded with the error's kind and first line in its info."""
+    lines = str(error).splitlines()
+    env.info.env_error = f"{type(error).__name__}: {lines[0] if lines else ''}"[:200]
+    env.done = True
+
+
+def check_batch(trajectories: list) -> list:
+    """The trajectories, unless every one of them ended in an env error: then RolloutFailed."""
+    errors = [t.info.env_error for t in trajectories if getattr(t.info, "env_error", "")]
+    if trajectories and len(errors) == len(trajectories):
+        kinds = Counter(error.split(":")[0] for error in errors)
+        counts = ", ".join(f"{count} x {kind}" for kind, count in kinds.most_common())
+        raise RolloutFailed(f"every episode of the batch failed inside its env ({counts}); first: {errors[0]}")
+    return trajectories
