@@ -518,7 +518,10 @@ class ToolsEnv:
 
     @property
     def reward(self) -> float:
-        self._grade()  # the sampler may end an episode (context full) without a last step
+        try:
+            self._grade()  # the sampler may end an episode (context full) without a last step
+        except Exception as error:  # internal (the sandbox gone), as in rollout/env_errors.py: unrewarded
+            self.info.env_error = f"{type(error).__name__}: {error}".splitlines()[0][:200]
         if self.info.env_error:
             return 0.0
         if self.config.reward == "public":

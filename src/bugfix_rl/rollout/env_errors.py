@@ -29,8 +29,7 @@ def step_or_fail(env, step, action):
 
 def end_failed(env, error: BaseException) -> None:
     """End `env`'s episode unrewarded with the error's kind and first line in its info."""
-    lines = str(error).splitlines()
-    env.info.env_error = f"{type(error).__name__}: {lines[0] if lines else ''}"[:200]
+    env.info.env_error = f"{type(error).__name__}: {error}".splitlines()[0][:200]
     env.done = True
 
 

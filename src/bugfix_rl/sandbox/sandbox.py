@@ -261,6 +261,8 @@ class Sandbox:
 
     def map_call_function(self, jobs: list[tuple]) -> list[CallResult]:
         """call_function(*job) for each (files, module, function, inputs), spread over the workers."""
+        if self._closed:
+            raise RuntimeError("sandbox is closed")
         return list(self._pool.map(lambda job: self.call_function(*job), jobs))
 
     def run_tests(self, files: dict[str, str], command: str) -> RunResult:
