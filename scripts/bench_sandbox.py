@@ -3,6 +3,7 @@
     python scripts/bench_sandbox.py                  # both designs, grading and test-run workloads
     python scripts/bench_sandbox.py --jobs 200 --repeats 3
     python scripts/bench_sandbox.py --outcomes-table outcomes.jsonl   # docs/SANDBOX.md payload table
+    git worktree add /tmp/before 9e4fcfe && python scripts/bench_sandbox.py --against /tmp/before
 
 Both designs run the same two workloads over the same number of parallel workers, in the same
 process, best of --repeats: `grade` = import a one-function module and call it on 6 inputs;
@@ -10,11 +11,16 @@ process, best of --repeats: `grade` = import a one-function module and call it o
 starts the real interpreter binary (never a pyenv shim) with rlimits set before the job's code,
 which is the book's design. The machine's load average is printed because a shared 2-core machine
 varies by up to 2x; the ratio, measured in one run, is the stable figure.
+
+--against CHECKOUT times this checkout's sandbox against the `bugfix_rl.sandbox` of another checkout
+(its fork servers run that checkout's code), both alive in this process, their rounds interleaved so
+that a change in the machine's load hits both alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -23,6 +29,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from bugfix_rl.sandbox import Sandbox, SandboxConfig
 from bugfix_rl.sandbox.sandbox import _interpreter
@@ -100,6 +107,49 @@ def sandbox_rates(jobs: int, workers: int, repeats: int) -> tuple[dict, dict[str
                                 "tests": rate(tests_one, jobs, workers, repeats)}
 
 
+def load_sandbox_package(checkout: str):
+    """`bugfix_rl.sandbox` of another checkout (e.g. a git worktree of an older commit), imported under
+    its own name beside this one's."""
+    directory = Path(checkout).resolve() / "src" / "bugfix_rl" / "sandbox"
+    spec = importlib.util.spec_from_file_location("baseline_sandbox", directory / "__init__.py",
+                                                  submodule_search_locations=[str(directory)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = package
+    spec.loader.exec_module(package)
+    return package
+
+
+def side_by_side(checkout: str, jobs: int, workers: int, repeats: int) -> dict[str, dict[str, float]]:
+    """Best runs/s of both sandboxes on both workloads, rounds interleaved: {design: {workload: rate}}."""
+    baseline = load_sandbox_package(checkout)
+    files = {"share.py": SOURCE, "test_share.py": TESTS}
+    best = {"this": {"grade": 0.0, "tests": 0.0}, "baseline": {"grade": 0.0, "tests": 0.0}}
+    with Sandbox(SandboxConfig(workers=workers)) as ours, \
+            baseline.Sandbox(baseline.SandboxConfig(workers=workers)) as theirs, ThreadPoolExecutor(workers) as pool:
+        runs = {}
+        for design, box in (("this", ours), ("baseline", theirs)):
+            runs[design, "grade"] = lambda box=box: box.call_function({"share.py": SOURCE}, "share", "share", INPUTS)
+            runs[design, "tests"] = lambda box=box: box.run_tests(files, "pytest")
+        for run in runs.values():  # warm-up, and both must work
+            assert all(r.status == "ok" for r in pool.map(lambda _: run(), range(2 * workers)))
+        for _ in range(repeats):
+            for (design, workload), run in runs.items():
+                started = time.perf_counter()
+                list(pool.map(lambda _: run(), range(jobs)))
+                best[design][workload] = max(best[design][workload], jobs / (time.perf_counter() - started))
+        layers = ", ".join(name for name, on in ours.layers.items() if on), \
+            ", ".join(name for name, on in theirs.layers.items() if on)
+    print(f"layers here: {layers[0]}\nlayers in {checkout}: {layers[1]}")
+    return best
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
 def real_pytest_ms() -> float:
     """One fresh `python -m pytest` run of the same test file (why the sandbox has its own collector)."""
     directory = tempfile.mkdtemp(prefix="bench-pytest-")
@@ -136,11 +186,21 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="parallel workers for both designs")
     parser.add_argument("--repeats", type=int, default=5, help="rounds; the best is reported")
     parser.add_argument("--outcomes-table", metavar="JSONL", help="print the adversarial outcome table and exit")
+    parser.add_argument("--against", metavar="CHECKOUT", help="time this sandbox against another checkout's")
     args = parser.parse_args()
     if args.outcomes_table:
         print(outcomes_table(args.outcomes_table))
         return
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cores: {os.cpu_count()}")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cores: {os.cpu_count()}; "
+          f"CPU: {cpu_model()}")
+    if args.against:
+        best = side_by_side(args.against, args.jobs, args.workers, args.repeats)
+        print(f"{'workload':10s} {'this checkout runs/s':>21s} {'baseline runs/s':>16s} {'ratio':>7s}")
+        for kind in ("grade", "tests"):
+            print(f"{kind:10s} {best['this'][kind]:21.0f} {best['baseline'][kind]:16.0f} "
+                  f"{best['this'][kind] / best['baseline'][kind]:6.2f}x")
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     layers, sandboxed = sandbox_rates(args.jobs, args.workers, args.repeats)
     baseline = {kind: rate(lambda kind=kind: baseline_run(kind), max(args.jobs // 4, 50), args.workers,
                            args.repeats) for kind in ("grade", "tests")}

@@ -284,6 +284,15 @@ def test_the_public_input_probe_never_raises(kind):
     assert probes.special_cases_public_inputs(BUGGY.replace("<", "<=") + DEEP_SOURCES[kind], [(1, 2)]) is False
 
 
+def test_numbers_past_python_s_int_limits_are_malformed_calls():
+    env = ToolsEnv(TASK, ToolsEnvConfig(), "pin")
+    huge = '<tool_call>{"name": "Read", "arguments": {"file_path": "pin.py", "offset": ' + "1" * 5_000 + "}}</tool_call>"
+    assert env.step_json(huge)[0].startswith("Error: invalid tool call (invalid_json)")
+    assert env.step(["Read", "pin.py", "offset", "²"]) == "error : malformed bad_value"  # '²'.isdigit(), int() fails
+    assert env.step(["Read", "pin.py", "offset", "1" * 5_000]) == "error : malformed bad_value"
+    assert env.info.malformed == 3 and dict(env.info.malformed_reasons) == {"invalid_json": 1, "bad_value": 2}
+
+
 class AnswerAtOnce:
     """A stand-in policy: every action ends at its first token, so each episode's first turn is the
     final answer and its env grades at once. (The loop under test is the sampler's, not a model's.)"""
@@ -410,6 +419,15 @@ def test_an_odd_file_name_is_a_failed_write_and_later_runs_still_work(sandbox, n
                                  + tool_call("Bash", command="pytest"))
     assert wrote.startswith("Error: File names must be") and env.info.failed == {"bad_file_name": 1}
     assert "[sandbox_error]" not in ran and "1 failed, 2 passed" in ran
+
+
+def test_a_lone_surrogate_in_a_file_is_the_models_problem_not_the_sandboxs(sandbox):
+    env = ToolsEnv(TASK, ToolsEnvConfig(), "pin", sandbox)
+    (wrote, ran) = env.step_json(tool_call("Write", file_path="notes.txt", content="\ud800")
+                                 + tool_call("Bash", command="pytest"))
+    assert "[sandbox_error]" not in ran and "1 failed, 2 passed" in ran
+    graded = grade(sandbox, BUGGY + "# \udcff\n", "pin", "pin", list(TASK.hidden_tests))
+    assert graded.status != "sandbox_error" and not graded.all_passed  # written as its (invalid UTF-8) bytes
 
 
 # ---------------------------------------------------------------- after the attacks
