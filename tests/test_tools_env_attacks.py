@@ -255,6 +255,18 @@ def test_a_pathological_grep_pattern_does_not_hang():
     assert seconds < 1.0 and response.strip() == "exit code 1", response  # grep found nothing
 
 
+def test_thousands_of_unclosed_tool_call_tags_do_not_hang():
+    seconds, responses = seconds_for_last_turn("<tool_call>" * 20_000)  # 4,000 took 12.7 s
+    assert seconds < 1.0 and responses == ["Error: invalid tool call (unclosed_tool_call)."]
+
+
+def test_a_source_of_newlines_edited_twice_does_not_hang_the_op_classifier():
+    seconds, responses = seconds_for_last_turn(  # the classifier runs the ops on the text before the edit
+        tool_call("Read", file_path="pin.py") + tool_call("Write", file_path="pin.py", content="\n" * 99_000),
+        tool_call("Write", file_path="pin.py", content=BUGGY))  # 8,000 newlines took 2.1 s; 99,000 ~5 min
+    assert seconds < 1.0 and responses == ["The file /repo/pin.py has been overwritten."]
+
+
 # ---------------------------------------------------------------- 3. crashes of env.step
 
 @pytest.mark.parametrize("first_line", ['"""Clamp a load."""', "import math"])
