@@ -145,3 +145,18 @@ def test_heldout_operand_names_never_occur_in_training_tasks_or_demonstrations()
     seen = {tokenizer.words[i] for demo in demos for i in demo.ids}
     assert not heldout & seen
     assert seen & set(OPERAND_POOL)
+
+
+def test_edits_copied_counts_old_strings_seen_in_an_earlier_observation():
+    from bugfix_rl.gym.tasks import task_by_name
+    from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
+
+    env = ToolsEnv(task_by_name("compare/under_cap"), ToolsEnvConfig(), "pin")
+    edit = ["Edit", "pin.py", "old", "<indent>", "return", "load", "<", "cap", "new",
+            "<indent>", "return", "load", "<=", "cap"]
+    env.step(edit)  # before any Read: refused, and nothing it names was shown
+    assert env.info.failed["not_read"] == 1 and env.info.edits_copied == 0
+    env.step(["Read", "pin.py", ";"] + edit)  # in the Read's own turn the model had not seen the file yet
+    assert env.info.calls["Edit"] == 2 and env.info.edits_copied == 0 and not env.info.failed["not_found"]
+    env.step(edit[:4] + ["return", "load", "<=", "cap", "new", "<indent>", "return", "load", "<", "cap"])
+    assert env.info.calls["Edit"] == 3 and env.info.edits_copied == 1  # seen in the last Edit's listing

@@ -70,9 +70,10 @@ class ToolsBaseRecipeConfig:
     seed: int = 1234
     threads: int = 1
     episodes: int = 1024  # scripted episodes
-    steps: int = 500  # behaviour-cloning steps
+    steps: int = 1400  # behaviour-cloning steps
     batch_size: int = 32
     lr: float = 3e-3
+    length_buckets: bool = True  # minibatches of demos of similar length (episodes vary 2-3x)
     p_read: float = 0.3
     p_read_after_fail: float = 0.3
     p_right_after_read: float = 0.6

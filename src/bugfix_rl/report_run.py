@@ -35,6 +35,8 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
     if "heldout" in result:
         lines += ["", f"Held-out (all 10 tasks, final policy): pass@1 {_rate(result['heldout'])}"
                   f" per task {result['heldout']['per_task']} (of {result['heldout']['n']})."]
+        if "behaviour" in result["heldout"] and "behaviour" in result.get("heldout_base", {}):
+            lines += ["", *tool_table(result["heldout_base"], result["heldout"])]
     train = result["train"]
     lines += ["", f"Late training reward (last 5 steps): {train['late_reward']:.3f}; exploit use at the end:"
               f" {train['late_exploit']:.2f}; final entropy {train['final_entropy']:.3f} nats;"
@@ -42,3 +44,35 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
     path = Path(run_dir) / "summary.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+# (label, behaviour key) rows of the tool table; per-episode means over the held-out episodes
+TOOL_TABLE_ROWS = (
+    ("malformed calls", "malformed"), ("failed calls", "failed"),
+    ("failed: not_found (old_string absent)", "failed_not_found"), ("failed: not_read", "failed_not_read"),
+    ("failed: not_unique", "failed_not_unique"), ("failed: no_change", "failed_no_change"),
+    ("failed: file_not_found", "failed_file_not_found"), ("failed: not_available (Bash)", "failed_not_available"),
+    ("failed: too_many_calls", "failed_too_many_calls"),
+    ("Read calls", "calls_Read"), ("Edit calls", "calls_Edit"), ("Write calls", "calls_Write"),
+    ("Bash calls", "calls_Bash"),
+    ("share of Edits whose old_string was copied from an earlier observation", "edits_copied_share"),
+    ("episodes that end with an answer", "submitted"), ("turns", "turns"),
+)
+
+
+def tool_table(before: dict, after: dict) -> list[str]:
+    """The book's tools-lab table (markdown lines): pass@1 with its CI, then per-episode behaviour means."""
+    n_tasks = len(before["per_task"])
+    lines = [f"| held-out, per episode ({n_tasks} tasks x {before['n']}) | start | after RL |", "|---|---|---|",
+             f"| pass@1 [95% CI] | {_rate(before)} | {_rate(after)} |"]
+    for label, key in TOOL_TABLE_ROWS:
+        lines.append(f"| {label} | {tool_value(before['behaviour'], key):.2f} | {tool_value(after['behaviour'], key):.2f} |")
+    return lines
+
+
+def tool_value(behaviour: dict, key: str) -> float:
+    """A tool-table number from behaviour means; `edits_copied_share` = copied Edits / all Edits."""
+    if key == "edits_copied_share":
+        edits = behaviour.get("calls_Edit", 0.0)
+        return behaviour.get("edits_copied", 0.0) / edits if edits else 0.0
+    return behaviour.get(key, 0.0)

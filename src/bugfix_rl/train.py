@@ -23,7 +23,7 @@ from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, load_optimiz
                                   optimizer_tensors, save_checkpoint)
 from bugfix_rl.dashboard import JsonlLogger, WandbLogger, dashboard_row, plot_dashboard
 from bugfix_rl.envs import make_env_factory
-from bugfix_rl.evaluate.evaluate import sample_counts
+from bugfix_rl.evaluate.evaluate import behaviour_stats, sample_counts, sample_trajectories, success_counts
 from bugfix_rl.evaluate.stats import paired_bootstrap_diff, pass_rate_summary
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
@@ -155,6 +155,36 @@ def evaluate_split(model, tokenizer, make_env, split: str, n: int, seed: int, te
     summary = pass_rate_summary(counts, n, seed=seed)
     summary["tasks_names"] = [t.name for t in tasks]
     return summary
+
+
+def evaluate_with_transcripts(model, tokenizer, make_env, split: str, n: int, seed: int, temperature: float,
+                              transcript_path: Path) -> dict:
+    """evaluate_split plus per-episode behaviour means (`behaviour`: the tool table's numbers) and one
+    decoded transcript per task (its first episode) written to `transcript_path`."""
+    tasks = make_tasks(split)
+    trajectories = sample_trajectories(model, tokenizer, tasks, n, make_env, temperature, seed)
+    summary = pass_rate_summary(success_counts(trajectories, len(tasks)), n, seed=seed)
+    summary["tasks_names"] = [t.name for t in tasks]
+    summary["behaviour"] = behaviour_stats(trajectories)
+    transcript_path.parent.mkdir(parents=True, exist_ok=True)
+    transcript_path.write_text("".join(transcript(task.name, trajectories[i * n], tokenizer)
+                                       for i, task in enumerate(tasks)))
+    return summary
+
+
+def transcript(task_name: str, trajectory, tokenizer) -> str:
+    """One episode as text: the task, the reward, then each policy turn and observation on its own line."""
+    lines = [f"## {task_name}  reward {trajectory.reward:.0f}  actions {' -> '.join(trajectory.info.actions)}"]
+    run, is_policy = [], None
+    for token, policy in zip(trajectory.ids[1:], trajectory.policy_mask[1:]):
+        if policy != is_policy and run:
+            lines.append(("agent: " if is_policy else "env:   ") + tokenizer.decode(run))
+            run = []
+        run.append(token)
+        is_policy = policy
+    if run:
+        lines.append(("agent: " if is_policy else "env:   ") + tokenizer.decode(run))
+    return "\n".join(lines) + "\n\n"
 
 
 def checkpoint_meta(cfg, step: int, tokenizer) -> dict:
@@ -309,11 +339,12 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env) -
         final = state.checkpoints[max(state.checkpoints)]
         final_policy = build_policy(cfg.policy, tokenizer, init=str(final))
         seed = cfg.eval.heldout_seed_offset + cfg.seed
-        result["heldout"] = evaluate_split(final_policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n, seed,
-                                           temperature)
+        transcripts = run_dir / "transcripts"
+        result["heldout"] = evaluate_with_transcripts(final_policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
+                                                      seed, temperature, transcripts / "heldout_final.txt")
         # the run's starting policy on the same tasks and stream: before vs after, paired over tasks
-        result["heldout_base"] = evaluate_split(base, tokenizer, make_env, "heldout", cfg.eval.heldout_n, seed,
-                                                temperature)
+        result["heldout_base"] = evaluate_with_transcripts(base, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
+                                                           seed, temperature, transcripts / "heldout_base.txt")
         n = cfg.eval.heldout_n
         diff, lo, hi = paired_bootstrap_diff(torch.tensor(result["heldout"]["per_task"]) / n,
                                              torch.tensor(result["heldout_base"]["per_task"]) / n)

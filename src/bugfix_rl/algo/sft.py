@@ -15,12 +15,22 @@ def sft_loss(model, batch) -> torch.Tensor:
 
 
 def sft_train(model, demos: list[Trajectory], steps: int, lr: float, batch_size: int,
-              generator: torch.Generator) -> list[float]:
-    """`steps` Adam steps on minibatches drawn from `demos`; returns the loss of each step."""
+              generator: torch.Generator, length_buckets: bool = False) -> list[float]:
+    """`steps` Adam steps on minibatches drawn from `demos`; returns the loss of each step.
+
+    length_buckets: minibatches of demos of similar length, so a batch carries little padding (tools-env
+    episodes vary 2-3x): each pass over the demos sorts them by length plus a random jitter of up to
+    `jitter` tokens, cuts the order into batches and visits those in random order.
+    """
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    losses = []
+    losses, queue = [], []
     for _ in range(steps):
-        pick = torch.randperm(len(demos), generator=generator)[:batch_size].tolist()
+        if length_buckets:
+            if not queue:
+                queue = _bucketed_epoch(demos, batch_size, generator)
+            pick = queue.pop()
+        else:
+            pick = torch.randperm(len(demos), generator=generator)[:batch_size].tolist()
         batch = collate([demos[i] for i in pick])
         loss = sft_loss(model, batch)  # scalar
         optimizer.zero_grad(set_to_none=True)
@@ -29,3 +39,12 @@ def sft_train(model, demos: list[Trajectory], steps: int, lr: float, batch_size:
         optimizer.step()
         losses.append(loss.item())
     return losses
+
+
+def _bucketed_epoch(demos: list[Trajectory], batch_size: int, generator: torch.Generator,
+                    jitter: float = 24.0) -> list[list[int]]:
+    """One pass over `demos` as batches of similar length, in random order."""
+    keys = torch.tensor([float(len(d.ids)) for d in demos]) + jitter * torch.rand(len(demos), generator=generator)
+    order = keys.argsort().tolist()
+    batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]

@@ -127,6 +127,7 @@ class ToolsEpisodeInfo:
     failed: Counter = field(default_factory=Counter)  # refused calls per FAILURE_KINDS entry
     ops: list[str] = field(default_factory=list)  # per change of <name>.py: the gym op it equals, or 'other'
     test_runs: int = 0  # Bash commands that ran tests
+    edits_copied: int = 0  # Edit calls whose old_string lines all appeared in an earlier observation
     turns: int = 0
     submitted_final_answer: bool = False  # a turn without calls ended the episode (action 'answer')
     hidden_pass: bool = False
@@ -159,6 +160,7 @@ class ToolsEpisodeInfo:
                    "edits": self.calls["Edit"] + self.calls["Write"], "bash": self.calls["Bash"],
                    "tests": self.test_runs, "malformed": self.malformed, "failed": sum(self.failed.values()),
                    "turns": self.turns, "first_edit_right": float(self.first_edit_right),
+                   "edits_copied": self.edits_copied,
                    "exploit": float(self.exploit), "submitted": float(self.submitted),
                    "truncated": float(self.truncated), "env_error": float(bool(self.env_error))}
         numbers.update({f"failed_{kind}": self.failed[kind] for kind in FAILURE_KINDS})
@@ -257,6 +259,7 @@ class ToolsEnv:
         self.original = make_repo(task, self.shown_name)
         self.files = dict(self.original)
         self.read: set[str] = set()
+        self.shown_text: list[str] = []  # every result text returned so far (the model saw these)
         self.info = ToolsEpisodeInfo(task=task.name, fix_op=task.fix_op)
         self.done = False
         self._graded = False
@@ -296,6 +299,8 @@ class ToolsEnv:
                 results.append(ToolResult("malformed", "malformed", call.detail, reason=call.reason))
                 continue
             info.calls[call.name] += 1
+            if call.name == "Edit":
+                info.edits_copied += self._copied_from_observations(call.args["old_string"])
             if index >= self.config.max_calls_per_turn:
                 result = self._refuse(call.name, "too_many_calls")
             else:
@@ -304,9 +309,15 @@ class ToolsEnv:
                 info.failed[result.error] += 1
             info.actions.append(call.name if result.error is None else f"{call.name}:{result.error}")
             results.append(result)
+        self.shown_text.extend(result.text for result in results)  # what the model sees after this turn
         if info.turns >= self.config.max_turns:
             self._finish()
         return results
+
+    def _copied_from_observations(self, old_string: str) -> bool:
+        """Every line of a non-empty old_string occurs in a result the model saw before this turn."""
+        lines = [line for line in old_string.split("\n") if line.strip()]
+        return bool(lines) and all(any(line in text for text in self.shown_text) for line in lines)
 
     @staticmethod
     def _refuse(tool: str, kind: str, detail: str = "") -> ToolResult:

@@ -130,7 +130,8 @@ def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=N
         torch.manual_seed(recipe.seed)
         model = new_tiny_agent(tokenizer, arch)
         demos = make_demos(recipe, tokenizer, env_cfg)
-        sft_train(model, demos, recipe.steps, recipe.lr, recipe.batch_size, torch.Generator().manual_seed(recipe.seed))
+        sft_train(model, demos, recipe.steps, recipe.lr, recipe.batch_size, torch.Generator().manual_seed(recipe.seed),
+                  length_buckets=getattr(recipe, "length_buckets", False))
     finally:
         torch.set_num_threads(threads)
     if cache:

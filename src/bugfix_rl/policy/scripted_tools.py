@@ -10,7 +10,8 @@ import random
 
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.tasks import FIX_OPS, OPERAND_POOL, Task
-from bugfix_rl.gym.tool_calls import CALL_SEPARATOR, FINAL_ANSWER, code_to_words, file_lines, listing_lines
+from bugfix_rl.gym.tool_calls import (CALL_SEPARATOR, FINAL_ANSWER, code_to_words, file_lines, listing_lines,
+                                      words_to_code)
 from bugfix_rl.policy.scripted import infer_op
 
 
@@ -114,29 +115,36 @@ class NoisyToolsPolicy:
         return edit_words(self.file, source, fixed)
 
     def _fix_edit(self, source: str) -> list[str]:
-        """The Edit of the right op, or (1 - p_right_after_read) of the time a wrong one."""
-        if self._chance("right"):
-            fixed = getattr(ops, infer_op(code_to_words(source)))(source)
-        else:
-            wrong = [op for op in FIX_OPS if op != infer_op(code_to_words(source))]
-            candidates = [f for f in (getattr(ops, op)(source) for op in wrong) if f is not None and f != source]
-            if not candidates:
-                return self._remembered_edit()
-            fixed = self.rng.choice(candidates)
-        if fixed is None:
-            return self._remembered_edit()
-        return edit_words(self.file, source, fixed)
-
-    def _miscopied(self, edit: list[str]) -> list[str]:
-        """The Edit with one operand name of old_string replaced by a remembered name."""
+        """The Edit of the right op, or (1 - p_right_after_read) of the time a wrong one: another fix op
+        that changes the source, else the bug's line with one operand name swapped for another."""
+        right_op = infer_op(code_to_words(source))
+        right = getattr(ops, right_op)(source)
+        if right is not None and self._chance("right"):
+            return edit_words(self.file, source, right)
+        wrong = [f for f in (getattr(ops, op)(source) for op in FIX_OPS if op != right_op) if f not in (None, source)]
+        if wrong:
+            return edit_words(self.file, source, self.rng.choice(wrong))
+        edit = edit_words(self.file, source, right if right is not None else source)
         split = edit.index("new")
-        names = [i for i in range(3, split) if edit[i].isidentifier() and edit[i] not in _CODE_KEYWORDS]
-        if not names:
-            return edit
-        edit = list(edit)
-        index = self.rng.choice(names)
-        edit[index] = self.rng.choice([n for n in OPERAND_POOL if n != edit[index]])
-        return edit
+        return edit[:split + 1] + self._swap_a_name(edit[split + 1:], source, must_differ=False)
+
+    def _swap_a_name(self, words: list[str], source: str, must_differ: bool = True) -> list[str]:
+        """`words` with one operand name replaced by another name of the same file (a copy from the
+        wrong place); with must_differ, only a result that does not occur in `source`."""
+        names = sorted({w for w in code_to_words(source) if w.isidentifier() and w not in _CODE_KEYWORDS}
+                       - {self.file[:-3]})
+        slots = [i for i, w in enumerate(words) if w in names]
+        for index in self.rng.sample(slots, len(slots)):
+            for name in self.rng.sample(names, len(names)):
+                swapped = words[:index] + [name] + words[index + 1:]
+                if name != words[index] and not (must_differ and words_to_code(swapped) in source):
+                    return swapped
+        return words[:-1] if len(words) > 1 else words  # nothing to swap: drop the last word
+
+    def _miscopied(self, edit: list[str], source: str) -> list[str]:
+        """The Edit with old_string miscopied (a name copied from the wrong place): `not_found`."""
+        split = edit.index("new")
+        return edit[:3] + self._swap_a_name(edit[3:split], source) + edit[split:]
 
     def _malformed(self, words: list[str]) -> list[str]:
         if self._chance("malformed"):
@@ -164,7 +172,7 @@ class NoisyToolsPolicy:
         if self._chance("miscopy"):
             if self._chance("retry"):
                 self.plan.insert(0, edit + tests)
-            return self._malformed(self._miscopied(edit))
+            return self._malformed(self._miscopied(edit, source))
         return self._malformed(edit + tests)
 
 
