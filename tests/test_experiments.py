@@ -35,9 +35,10 @@ def _changed(run: Path) -> bool:
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_experiment_runs_one_step_and_learns(tmp_path, experiment):
     extra = {"ablation": ["eval.heldout_n=2"],
-             # the tools cold start is 300 SFT steps; a few keep the smoke fast, and with the reward
-             # still 0 everywhere the entropy bonus is what gives the RL step a gradient to follow
-             "tools": ["eval.heldout_n=1", "cold_start.steps=5", "cold_start.demos=8", "algo.entropy_coef=0.01",
+             # the tools RL base is 1,400 BC steps; a tiny recipe (in its own cache) keeps the smoke fast,
+             # and with the reward still 0 everywhere the entropy bonus gives the RL step a gradient
+             "tools": ["eval.heldout_n=1", "policy.tools_base.episodes=16", "policy.tools_base.steps=5",
+                       f"policy.cache_dir={tmp_path / 'cache'}", "algo.entropy_coef=0.01",
                        "algo.group_size=2", "algo.prompts_per_step=2"]}.get(experiment, [])
     run = _one_step(tmp_path, f"+exp={experiment}", *extra)
     assert (run / "eval.json").is_file() and _changed(run)
