@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from bugfix_rl.gym import ops
-from bugfix_rl.gym.tasks import FIX_OPS, OPERAND_POOL, Task
+from bugfix_rl.gym.tasks import FIX_OPS, Task
 from bugfix_rl.gym.tool_calls import (CALL_SEPARATOR, FINAL_ANSWER, code_to_words, file_lines, listing_lines,
                                       words_to_code)
 from bugfix_rl.policy.scripted import infer_op
