@@ -10,7 +10,9 @@ that nothing the attacks created outlived them (IPC objects, processes, files).
 import ctypes
 import json
 import os
+import random
 import secrets
+import string
 import subprocess
 import sys
 import time
@@ -265,6 +267,20 @@ def test_a_source_of_newlines_edited_twice_does_not_hang_the_op_classifier():
         tool_call("Read", file_path="pin.py") + tool_call("Write", file_path="pin.py", content="\n" * 99_000),
         tool_call("Write", file_path="pin.py", content=BUGGY))  # 8,000 newlines took 2.1 s; 99,000 ~5 min
     assert seconds < 1.0 and responses == ["The file /repo/pin.py has been overwritten."]
+
+
+def test_an_edit_of_many_lines_seen_only_in_the_last_observation_stays_fast():
+    """The edits_copied metric looks each old_string line up in every earlier result (added after
+    9e4fcfe): 2,000 lines found only in the last of ~800,000 characters of results took 3.1 s."""
+    rng = random.Random(0)
+    noise = "".join(rng.choice(string.ascii_letters + "\n") for _ in range(99_000))
+    lines = "\n".join(f"#{i}" for i in range(2_000))
+    seconds, responses = seconds_for_last_turn(
+        tool_call("Write", file_path="a.txt", content=noise) + tool_call("Write", file_path="b.txt", content=lines),
+        tool_call("Read", file_path="a.txt") * 4, tool_call("Read", file_path="a.txt") * 3,
+        tool_call("Read", file_path="b.txt"),
+        tool_call("Read", file_path="pin.py") + tool_call("Edit", file_path="pin.py", old_string=lines, new_string="x"))
+    assert seconds < 1.0 and responses[1] == "Error: String to replace not found in file."
 
 
 # ---------------------------------------------------------------- 3. crashes of env.step
