@@ -95,17 +95,26 @@ def scratch_entries(box: Sandbox) -> list[str]:
     return [name for worker in box._workers for name in os.listdir(f"/proc/{worker.process.pid}/root/tmp")]
 
 
-def ours(objects, uids: set[int]) -> list:
-    return [o for o in objects if o[1] in KEYS.values() or o[3] in uids]
+def ours(objects, uids: set[int], before: set = frozenset()) -> list:
+    """Objects with this run's keys or owned by `uids`, except those already there `before`."""
+    return [o for o in objects if (o[1] in KEYS.values() or o[3] in uids) and o[:3] not in before]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ipc_before():
+    """The host's IPC objects before this module's attacks; after it, those with this run's keys
+    (what an unfixed sandbox leaves) are removed again, whichever tests ran."""
+    before = {(kind, key, ident) for kind, key, ident, _ in host_ipc_objects()}
+    yield before
+    for kind, key, ident, _ in host_ipc_objects():
+        if key in KEYS.values():
+            remove_ipc_object(kind, ident)
 
 
 @pytest.fixture(scope="module")
 def sandbox():
     with Sandbox(SandboxConfig(workers=2, min_isolation=tuple(sandbox_module.LAYERS))) as box:
         yield box
-    for kind, key, ident, _ in host_ipc_objects():  # what an unfixed sandbox leaves: removed again
-        if key in KEYS.values():
-            remove_ipc_object(kind, ident)
 
 
 # ---------------------------------------------------------------- 1. answers shared between rollouts
@@ -460,13 +469,13 @@ def test_a_lone_surrogate_in_a_file_is_the_models_problem_not_the_sandboxs(sandb
 
 # ---------------------------------------------------------------- after the attacks
 
-def test_nothing_the_attacks_created_outlives_them(sandbox):
-    """Runs last in this module: no IPC object of this run's keys or of the sandbox's uids in the
-    host's namespace, no process of those uids, nothing in the servers' run-dir tmpfs, nothing of
+def test_nothing_the_attacks_created_outlives_them(sandbox, ipc_before):
+    """Runs last in this module: no new IPC object of this run's keys or of the sandbox's uids in
+    the host's namespace, no process of those uids, nothing in the servers' run-dir tmpfs, nothing of
     those uids in /dev/shm or /tmp."""
     uids = set(sandbox.uids)
     time.sleep(0.2)
-    assert ours(host_ipc_objects(), uids) == []
+    assert ours(host_ipc_objects(), uids, ipc_before) == []
     assert processes_of(uids) == []
     assert scratch_entries(sandbox) == []
     for shared in ("/dev/shm", "/tmp"):
