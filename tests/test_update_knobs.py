@@ -139,8 +139,13 @@ KNOB_CHANGES = {
     "minibatches": dict(minibatches=2),
     "max_grad_norm": dict(max_grad_norm=0.01),
 }
+# The clip knobs are compared with a reference that (almost) never clips on that side: a token whose
+# ratio left [0.8, 1.2] is clipped at 0.2 and at 0.01 alike, so 0.2 vs 0.01 differs only for ratios in
+# between, which depends on the CPU that built the RL base; 10 (or 0.95) vs 0.01 differs for any ratio
+# beyond 1.01 (below 0.99), which an SGD step at lr 2 always produces.
 KNOB_REFERENCE = {"norm_const": dict(loss_mode="norm_const", norm_const=50.0), "kl_kind": dict(kl_coef=0.5),
-                  "kl_in_reward": dict(kl_coef=0.5)}
+                  "kl_in_reward": dict(kl_coef=0.5), "clip_high": dict(clip_high=10.0),
+                  "clip_low": dict(clip_low=0.95)}
 
 
 @pytest.fixture(scope="module")

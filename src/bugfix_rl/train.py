@@ -203,6 +203,8 @@ def run_training(cfg, run_dir: Path) -> dict:
     from bugfix_rl.console import TrainConsole
     from bugfix_rl.preflight import run_preflight
 
+    if cfg.resume:  # cheap checks first: a bad path must not wait for the RL base to be built
+        load_checkpoint(cfg.resume)
     torch.set_num_threads(cfg.threads)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
