@@ -160,3 +160,33 @@ def test_edits_copied_counts_old_strings_seen_in_an_earlier_observation():
     assert env.info.calls["Edit"] == 2 and env.info.edits_copied == 0 and not env.info.failed["not_found"]
     env.step(edit[:4] + ["return", "load", "<=", "cap", "new", "<indent>", "return", "load", "<", "cap"])
     assert env.info.calls["Edit"] == 3 and env.info.edits_copied == 1  # seen in the last Edit's listing
+
+
+def test_preflight_passes_on_the_tools_env_with_the_copy_head():
+    """The nine invariants on a real first tools-env batch of a copy-head TinyAgent (briefly SFT'd on oracle
+    demonstrations so some groups succeed and carry a signal)."""
+    from bugfix_rl.algo.sft import sft_train
+    from bugfix_rl.envs import make_env_factory, oracle_for
+    from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.preflight import run_preflight
+    from bugfix_rl.rollout.demonstrations import oracle_demonstrations
+
+    torch.set_num_threads(1)
+    cfg = TrainConfig()
+    cfg.env.name = "tools"
+    cfg.policy.copy_head = cfg.policy.shared_identifier_embedding = True
+    cfg.policy.max_len = 256
+    cfg.algo.prompts_per_step = 4
+    tokenizer = build_tokenizer_for(cfg)
+    torch.manual_seed(0)
+    model = new_tiny_agent(tokenizer, architecture(cfg.policy))
+    make_env, close = make_env_factory(cfg.env)
+    try:
+        demos = oracle_demonstrations(make_tasks("train"), 40, make_env, tokenizer, oracle_for(cfg.env), 0,
+                                      renamed_operands=True)
+        sft_train(model, demos, 60, 3e-3, 16, torch.Generator().manual_seed(0), length_buckets=True)
+        checks = run_preflight(cfg, model, tokenizer, make_env)
+    finally:
+        close()
+    assert {name for name, check in checks.items() if not check["ok"]} == set()
+    assert checks["sampler = trainer log-prob"]["value"] < 1e-4
