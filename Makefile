@@ -16,7 +16,7 @@ run: $(STAMP)
 	$(BIN)/bugfix-rl train +exp=capstone seed=0
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow

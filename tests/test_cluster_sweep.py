@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from bugfix_rl import cli
 from bugfix_rl.evaluate.ablation import build_report
 
@@ -41,6 +43,7 @@ def test_slurm_launcher_config_replaces_the_ablation_launcher():
     assert _launcher(["+exp=ablation"]).joblib["n_jobs"] == 2
 
 
+@pytest.mark.slow  # ~30 s: three submitit jobs; the joblib launcher's sweep is read by report in test_eval_report
 def test_submitit_local_multirun_of_three_seeds_is_read_by_report(tmp_path, capsys):
     sweep = tmp_path / "sweep"
     command = [sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=smoke", "seed=0,1,2", "threads=1",

@@ -44,7 +44,12 @@ def test_experiment_runs_one_step_and_learns(tmp_path, experiment):
     assert (run / "eval.json").is_file() and _changed(run)
 
 
-@pytest.mark.parametrize("arm", ARMS)
+# async starts two sandboxed rollout processes (~30-50 s); the staleness experiment covers the same
+# bounded-staleness path in process, so this arm runs with `make test-slow`
+SLOW_ARMS = {"async"}
+
+
+@pytest.mark.parametrize("arm", [pytest.param(a, marks=pytest.mark.slow) if a in SLOW_ARMS else a for a in ARMS])
 def test_ablation_arm_runs_one_step_and_learns(tmp_path, arm):
     run = _one_step(tmp_path, "+exp=ablation", f"+ablation={arm}", "eval.heldout_n=2")
     assert _changed(run)

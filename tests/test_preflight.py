@@ -264,6 +264,7 @@ def test_batch_stamped_as_fresh_is_not_reweighted_and_fails(first):
     assert not checks[STALE]["ok"]
 
 
+@pytest.mark.slow  # ~35 s of Ray start-up; the same pool checks run in process above
 def test_preflight_command_covers_ray_workers_and_staleness(tmp_path, capsys):
     pytest.importorskip("ray")
     cli.main(["preflight", "threads=1", "rollout.workers=2", "rollout.max_staleness=1", "algo.tis_cap=2.0",

@@ -206,6 +206,7 @@ def test_preflight_passes_all_nine_invariants(tiny_qwen_dir, env, tmp_path):
     assert "all 9 checks hold" in result.stdout
 
 
+@pytest.mark.slow  # ~45 s; the tools chat path's token path and preflight run in the default suite
 def test_train_two_steps_on_the_tools_env(tiny_qwen_dir, tmp_path):
     result = run_cli("train", "+exp=smoke", *QWEN_OVERRIDES, f"policy.model={tiny_qwen_dir}", "env=tools",
                      "preflight=false", "eval.test=false", "eval.n_val=1", "eval.ckpt_every=2",

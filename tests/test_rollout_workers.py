@@ -111,7 +111,7 @@ def test_shard_count_changes_the_stream_not_reproducibility(base_copy, rl_base, 
 ray = pytest.importorskip("ray")
 
 
-@pytest.mark.parametrize("staleness", [0, 1])
+@pytest.mark.parametrize("staleness", [0, pytest.param(1, marks=pytest.mark.slow)])  # 1: ~30 s more
 def test_ray_workers_train_exactly_like_the_in_process_shards(rl_base, tokenizer, staleness):
     overrides = {"rollout.workers": 2, "rollout.max_staleness": staleness}
     if staleness:
@@ -154,6 +154,7 @@ def test_ray_workers_sample_and_grade_tools_episodes_in_their_own_sandboxes(toke
     assert {t.policy_version for t in got} == {3}
 
 
+@pytest.mark.slow  # ~25 s: starts a Ray cluster and waits for a killed actor's death to surface
 def test_ray_pool_closes_cleanly_when_an_actor_died(rl_base, capsys):
     from bugfix_rl.rollout.ray_pool import RayPool
 
