@@ -2,8 +2,9 @@
 
 Bad input never ends in a traceback: overrides are checked against the config schema before Hydra
 composes them (unknown key, wrong type, value outside its set -> one line naming the key and what is
-allowed, exit code 2), and known failures inside a command (a missing or corrupt checkpoint, a run
-dir with no runs, a failed preflight) print one line and exit 2.
+allowed, exit code 2), then the composed config's values are validated (each run of a sweep) before
+Hydra creates a run dir, so a bad value leaves no folder behind; known failures inside a command (a
+missing or corrupt checkpoint, a run dir with no runs, a failed preflight) print one line and exit 2.
 """
 
 from __future__ import annotations
@@ -75,12 +76,8 @@ def _check_value(schema, key: str, value: str) -> None:
         raise UserError(f"bad value for '{key}': {reason}") from None
 
 
-def check_overrides(command: str, args: list[str]) -> None:
-    """Validate Hydra overrides against the schema and the config groups (raises UserError)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    schema = _schema_for(command)
+def _plain_overrides(args: list[str]) -> list[str]:
+    """The `key=value` arguments, without Hydra's flags and their values."""
     plain, skip = [], False
     for arg in args:
         if skip:
@@ -90,6 +87,16 @@ def check_overrides(command: str, args: list[str]) -> None:
             skip = arg in FLAGS_WITH_VALUE and "=" not in arg
             continue
         plain.append(arg)
+    return plain
+
+
+def check_overrides(command: str, args: list[str]) -> None:
+    """Validate Hydra overrides against the schema and the config groups (raises UserError)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    schema = _schema_for(command)
+    plain = _plain_overrides(args)
     try:
         overrides = OverridesParser.create().parse_overrides(plain)
     except HydraException as err:
@@ -109,6 +116,35 @@ def check_overrides(command: str, args: list[str]) -> None:
         _check_key(schema, key)
         for value in values:
             _check_value(schema, key, value)
+
+
+def check_composed(config_name: str, args: list[str], multirun: bool) -> None:
+    """Compose the config as Hydra will and validate its values (raises UserError), before Hydra
+    creates a run dir: a bad value leaves no folder behind. A sweep (-m) is checked run by run."""
+    import itertools
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    choices = []  # per override: the `key=value` strings it stands for
+    for override in OverridesParser.create().parse_overrides(_plain_overrides(args)):
+        key = override.get_key_element()
+        if override.is_sweep_override():
+            values = list(override.sweep_string_iterator())
+            if not multirun:
+                raise UserError(f"{override.input_line} gives several values: add -m to run each one, "
+                                f"or write {key}=[{','.join(values)}] for one list value")
+            choices.append([f"{key}={value}" for value in values])
+        else:
+            choices.append([override.input_line])
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        for run in itertools.product(*choices):
+            try:
+                cfg = compose(config_name, overrides=list(run))
+            except HydraException as err:
+                raise UserError(f"cannot compose the config: {str(err).splitlines()[0]}") from None
+            _to_object(cfg)
 
 
 def _to_object(cfg):
@@ -212,16 +248,19 @@ def main(argv: list[str] | None = None) -> None:
         print(f"usage: bugfix-rl {{{','.join(COMMANDS)}}} [hydra overrides] [-m] [--help] [--cfg job]")
         return
     command, rest = argv[0], argv[1:]
-    try:
-        check_overrides(command, rest)
-    except UserError as err:
-        fail(str(err))
-    import hydra
-
     from bugfix_rl.config import register_configs
 
     register_configs()
     body, config_name = BODIES[command]
+    flags = {arg for arg in rest if arg.startswith("-")}
+    try:
+        check_overrides(command, rest)
+        if flags <= {"-m", "--multirun"}:  # --help, --cfg and other Hydra flags are left to Hydra
+            check_composed(config_name, rest, multirun=bool(flags))
+    except UserError as err:
+        fail(str(err))
+    import hydra
+
     app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)(_guarded(body))
     sys.argv = [f"bugfix-rl {command}"] + rest
     app()

@@ -298,7 +298,8 @@ CHOICES = {
 POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "algo.lr", "algo.epochs",
             "algo.minibatches", "algo.max_sample_rounds", "env.max_turns", "threads", "eval.n_val",
             "eval.n_test", "algo.max_grad_norm", "bench.repeats", "bench.baseline_threads", "cold_start.steps",
-            "cold_start.batch_size", "cold_start.demos", "cold_start.rejection_per_task", "cold_start.lr")
+            "cold_start.batch_size", "cold_start.demos", "cold_start.rejection_per_task", "cold_start.lr",
+            "steps")
 
 
 def _get(cfg, dotted: str):
@@ -326,6 +327,8 @@ def validate(cfg) -> None:
     for key in POSITIVE:
         if _get(cfg, key) <= 0:
             raise ConfigError(f"{key}={_get(cfg, key)!r} must be > 0")
+    if cfg.seed < 0:
+        raise ConfigError(f"seed={cfg.seed} must be >= 0")
     algo = cfg.algo
     if algo.group_size < 2:
         raise ConfigError(f"algo.group_size={algo.group_size} must be >= 2 (group advantages need a group)")
