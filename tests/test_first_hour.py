@@ -1,7 +1,9 @@
-"""A new user's first hour (issue 14): a bad value stops at once and leaves no folder behind."""
+"""A new user's first hour (issue 14): a bad value stops at once and leaves no folder behind; a run
+ends by saying where its results are."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -30,3 +32,14 @@ def test_bad_value_is_one_line_exit_2_and_leaves_no_folder(tmp_path, args, messa
     assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert message in lines[0]
     assert list(tmp_path.iterdir()) == []  # validated before Hydra creates a run (or sweep) dir
+
+
+SMOKE = ("+exp=smoke", "threads=1", "eval.n_val=2", "eval.n_test=2")
+
+
+def test_a_run_ends_with_its_score_and_run_dir(tmp_path):
+    result = _cli("train", *SMOKE, "steps=1", f"hydra.run.dir={tmp_path}/run", timeout=600)
+    assert result.returncode == 0, result.stderr
+    *_, score, where = result.stdout.strip().splitlines()
+    assert re.fullmatch(r"chosen checkpoint: step [01], test pass@1 [01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\]", score)
+    assert where == f"run dir: {tmp_path}/run"

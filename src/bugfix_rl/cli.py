@@ -189,9 +189,11 @@ def _guarded(fn):
 
 
 def _train(cfg):
+    from bugfix_rl.console import print_outcome
     from bugfix_rl.train import run_training
 
-    run_training(_to_object(cfg), _run_dir())
+    run_dir = _run_dir()
+    print_outcome(run_training(_to_object(cfg), run_dir), run_dir)
 
 
 def _preflight(cfg):

@@ -77,3 +77,16 @@ class TrainConsole:
             d = test["paired_diff"]
             self.print(f"chosen - base, paired over {d['tasks']} test tasks: {d['diff']:+.3f}"
                        f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]")
+
+
+def print_outcome(result: dict, run_dir) -> None:
+    """A run's last lines, printed even with logger.console=false: the chosen checkpoint's pass@1 with
+    its 95% task-bootstrap interval (test, else validation) and the folder that holds the results."""
+    step = result["chosen_step"]
+    if "test" in result:
+        split, score = "test", result["test"]["chosen"]
+    else:
+        split, score = "validation", result["validation"][str(step)]
+    lo, hi = score["ci"]
+    print(f"chosen checkpoint: step {step}, {split} pass@1 {score['pass_at_1']:.3f} [{lo:.3f}, {hi:.3f}]")
+    print(f"run dir: {run_dir}")
