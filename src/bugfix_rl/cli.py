@@ -5,11 +5,13 @@ composes them (unknown key, wrong type, value outside its set -> one line naming
 allowed, exit code 2), then the composed config's values are validated (each run of a sweep) before
 Hydra creates a run dir, so a bad value leaves no folder behind; known failures inside a command (a
 missing or corrupt checkpoint, a run dir with no runs, a failed preflight) print one line and exit 2.
+Ctrl-C prints one line (for train: the last checkpoint and the command that resumes from it), exit 130.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import sys
 from pathlib import Path
 
@@ -19,6 +21,7 @@ GROUPS = ("env", "policy", "algo", "logger", "exp", "ablation")
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                     "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for Ctrl-C
 
 
 class UserError(Exception):
@@ -188,12 +191,29 @@ def _guarded(fn):
     return wrapper
 
 
+def _resume_command(checkpoint: Path) -> str:
+    """The command that continues this run from `checkpoint`: the same overrides (so the same config)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("resume=")]
+    return shlex.join(["bugfix-rl", "train", *overrides, f"resume={checkpoint}"])
+
+
 def _train(cfg):
     from bugfix_rl.console import print_outcome
-    from bugfix_rl.train import run_training
+    from bugfix_rl.train import RunInterrupted, run_training
 
     run_dir = _run_dir()
-    print_outcome(run_training(_to_object(cfg), run_dir), run_dir)
+    try:
+        result = run_training(_to_object(cfg), run_dir)
+    except RunInterrupted as err:
+        if err.checkpoint is None:
+            print(f"{err}, before the first checkpoint: nothing to resume ({run_dir})", file=sys.stderr)
+        else:
+            print(f"{err}; last checkpoint {err.checkpoint}; resume with: {_resume_command(err.checkpoint)}",
+                  file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    print_outcome(result, run_dir)
 
 
 def _preflight(cfg):
@@ -265,7 +285,11 @@ def main(argv: list[str] | None = None) -> None:
 
     app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)(_guarded(body))
     sys.argv = [f"bugfix-rl {command}"] + rest
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:  # outside a training loop (imports, model building, evaluation)
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 if __name__ == "__main__":

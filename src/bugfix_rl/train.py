@@ -193,7 +193,9 @@ def checkpoint_meta(cfg, step: int, tokenizer) -> dict:
 
 
 def run_training(cfg, run_dir: Path) -> dict:
-    """Train, checkpoint, select on validation, test once. Writes metrics.jsonl, eval.json, summary.md.
+    """Train, checkpoint, select on validation, test once. Writes metrics.jsonl, eval.json, summary.md
+    and status.json: "complete", or on Ctrl-C "interrupted" (then RunInterrupted names the checkpoint
+    a resume starts from).
 
     With cfg.resume set, the run continues from that checkpoint: weights, optimizer state, the
     sampling generator's state, dashboard rows and validation results are restored, so the resumed
@@ -210,7 +212,7 @@ def run_training(cfg, run_dir: Path) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer_for(cfg)
     make_env, close_env = make_env_factory(cfg.env)
-    trainer = None
+    trainer, state = None, RunState()
     try:
         base = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
         if cfg.cold_start.enabled:
@@ -227,7 +229,6 @@ def run_training(cfg, run_dir: Path) -> dict:
         torch.manual_seed(cfg.seed)
         generator = torch.Generator().manual_seed(cfg.seed)
         trainer = Trainer(cfg, model, tokenizer, make_env, generator)
-        state = RunState()
         start = restore_run(cfg.resume, trainer, state) if cfg.resume else 0
         loggers = [JsonlLogger(run_dir / "metrics.jsonl")] if cfg.logger.jsonl else []
         if cfg.logger.wandb:
@@ -264,7 +265,13 @@ def run_training(cfg, run_dir: Path) -> dict:
         trainer.close()  # rollout workers are not needed for the final evaluations
         result = finish_run(cfg, run_dir, state, base, tokenizer, make_env)
         view.final(result)
+        write_status(run_dir, "complete", len(state.rows), state.checkpoints[max(state.checkpoints)])
         return result
+    except KeyboardInterrupt:
+        saved = [step for step, path in state.checkpoints.items() if path.is_file()]  # not one cut mid-write
+        last = state.checkpoints[max(saved)] if saved else None
+        write_status(run_dir, "interrupted", len(state.rows), last)
+        raise RunInterrupted(len(state.rows), last) from None
     finally:
         try:
             if trainer is not None:
@@ -305,6 +312,20 @@ def restore_run(path: str, trainer: "Trainer", state: RunState) -> int:
 
 class PreflightFailed(RuntimeError):
     pass
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C during a run: `steps` training steps were done, `checkpoint` (None if none yet) resumes it."""
+
+    def __init__(self, steps: int, checkpoint: Path | None):
+        super().__init__(f"interrupted after {steps} steps")
+        self.steps, self.checkpoint = steps, checkpoint
+
+
+def write_status(run_dir: Path, status: str, step: int, last_checkpoint: Path | None) -> None:
+    """status.json: whether the run finished ("complete") or not ("interrupted"), and where it stands."""
+    (run_dir / "status.json").write_text(json.dumps(
+        {"status": status, "step": step, "last_checkpoint": str(last_checkpoint) if last_checkpoint else None}))
 
 
 def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env) -> dict:
