@@ -33,7 +33,7 @@ BAD_VALUES = [
 
 @pytest.mark.parametrize("args,message", BAD_VALUES, ids=[" ".join(a) for a, _ in BAD_VALUES])
 def test_bad_value_is_one_line_exit_2_and_leaves_no_folder(tmp_path, args, message):
-    result = _cli("train", *args, f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/sweep")
+    result = _cli("train", f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/sweep", *args)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert message in lines[0]
