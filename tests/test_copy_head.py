@@ -147,6 +147,34 @@ def test_heldout_operand_names_never_occur_in_training_tasks_or_demonstrations()
     assert seen & set(OPERAND_POOL)
 
 
+def test_rl_tasks_with_renamed_operands_keep_their_tests_and_never_use_a_heldout_name():
+    """env.rename_operands: each drawn training task is a copy whose operands come from OPERAND_POOL;
+    the hidden tests (positional) still grade it, held-out names never appear, the draw is seeded."""
+    from bugfix_rl.config import AlgoConfig
+    from bugfix_rl.gym.ops import code_states
+    from bugfix_rl.gym.tasks import FAMILY_OP
+    from bugfix_rl.gym.tasks import base_task_name
+    from bugfix_rl.rollout.collect import TaskStats, draw_step_tasks
+
+    algo, tasks = AlgoConfig(prompts_per_step=20), make_tasks("train")
+    heldout = {name for task in make_tasks("heldout") for name in operand_names(task)}
+    drawn = draw_step_tasks(tasks, algo, torch.Generator().manual_seed(0), rename_operands=True)
+    again = draw_step_tasks(tasks, algo, torch.Generator().manual_seed(0), rename_operands=True)
+    assert [t.source for t in drawn] == [t.source for t in again]
+    by_name = {t.name: t for t in tasks}
+    for copy in drawn:
+        original = by_name[base_task_name(copy.name)]
+        assert copy.source != original.source and set(operand_names(copy)) <= set(OPERAND_POOL)
+        assert not heldout & set(operand_names(copy))
+        assert copy.hidden_tests == original.hidden_tests
+        states = code_states(copy)  # still buggy under the new names, and the family's fix still fixes it
+        assert not states[None].hidden_pass and states[FAMILY_OP[copy.name.split("/")[0]]].hidden_pass
+    assert len({t.name for t in drawn}) == len(drawn)
+    stats = TaskStats()  # pass rates are kept per original task, whatever the copy's names
+    stats.update([type("T", (), {"info": type("I", (), {"task": drawn[0].name})(), "reward": 1.0})()])
+    assert set(stats.rate) == {base_task_name(drawn[0].name)}
+
+
 def test_edits_copied_counts_old_strings_seen_in_an_earlier_observation():
     from bugfix_rl.gym.tasks import task_by_name
     from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig

@@ -26,6 +26,7 @@ class EnvConfig:
     max_turns: int = 6  # actions (edit menu) or assistant turns (tools) per episode
     max_edits: int = 1  # edit menu: edit attempts allowed, later ones refused
     rename: bool = True  # replace the function name by an unrelated one from the gym's pool
+    rename_operands: bool = False  # RL tasks: each group's task with its operands renamed from OPERAND_POOL
     reward: str = "hidden"  # hidden: all hidden tests pass; public: all public tests pass (hackable)
     max_calls_per_turn: int = 4  # tools env: calls executed per turn
     sandbox_min_isolation: list[str] = field(default_factory=lambda: ["rlimits"])  # tools: refuse below

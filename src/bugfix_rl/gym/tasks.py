@@ -312,6 +312,11 @@ def with_renamed_operands(task: Task, names: list[str], tag: str) -> Task:
     return Task(f"{task.name}~{tag}", task.fn_name, source, task.public_tests, task.hidden_tests, task.split)
 
 
+def base_task_name(name: str) -> str:
+    """The task a renamed copy was made from (`range/sum_to~d3` -> `range/sum_to`)."""
+    return name.split("~", 1)[0]
+
+
 def make_tasks(split: str = "train") -> list[Task]:
     """Tasks of a split: train (20), heldout (10), val = heldout[0::2], test = heldout[1::2], all (30)."""
     if split not in SPLITS:

@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from bugfix_rl.gym.tasks import Task
+from bugfix_rl.gym.tasks import OPERAND_POOL, Task, base_task_name, operand_names, with_renamed_operands
 from bugfix_rl.rollout.pool import InlinePool
 from bugfix_rl.rollout.trajectory import Trajectory
 
@@ -37,7 +37,7 @@ class TaskStats:
     def update(self, trajectories: list[Trajectory]) -> None:
         by_task: dict[str, list[float]] = {}
         for t in trajectories:
-            by_task.setdefault(t.info.task, []).append(t.reward)
+            by_task.setdefault(base_task_name(t.info.task), []).append(t.reward)
         for name, rewards in by_task.items():
             mean = sum(rewards) / len(rewards)
             old = self.rate.get(name)
@@ -73,6 +73,17 @@ def draw_tasks(tasks: list[Task], n: int, weights: torch.Tensor, generator: torc
     return [tasks[i] for i in index.tolist()]
 
 
+def with_renamed_operands_drawn(tasks: list[Task], generator: torch.Generator) -> list[Task]:
+    """Each task with its parameters and locals renamed to names drawn from OPERAND_POOL (data
+    augmentation for RL: a policy must copy names from what it read, it cannot recall them)."""
+    renamed = []
+    for task in tasks:
+        names = [OPERAND_POOL[i] for i in torch.randperm(len(OPERAND_POOL), generator=generator).tolist()]
+        tag = ".".join(names[:len(operand_names(task))])  # a name per renaming (gym/ops.py caches by name)
+        renamed.append(with_renamed_operands(task, names, tag))
+    return renamed
+
+
 def sample_groups(model, tokenizer, tasks: list[Task], group_size: int, make_env: Callable, temperature: float,
                   generator: torch.Generator, first_group: int = 0) -> list[Trajectory]:
     """group_size renamed episodes of each task, in one batch; groups numbered from first_group."""
@@ -80,9 +91,11 @@ def sample_groups(model, tokenizer, tasks: list[Task], group_size: int, make_env
 
 
 def draw_step_tasks(tasks: list[Task], algo, generator: torch.Generator,
-                    task_stats: TaskStats | None = None) -> list[Task]:
-    """The step's tasks (prompts_per_step of them), weighted by filtering / the curriculum if on."""
-    return draw_tasks(tasks, algo.prompts_per_step, _task_weights(tasks, algo, task_stats), generator)
+                    task_stats: TaskStats | None = None, rename_operands: bool = False) -> list[Task]:
+    """The step's tasks (prompts_per_step of them), weighted by filtering / the curriculum if on;
+    with rename_operands, each with its operands renamed (one copy per group)."""
+    chosen = draw_tasks(tasks, algo.prompts_per_step, _task_weights(tasks, algo, task_stats), generator)
+    return with_renamed_operands_drawn(chosen, generator) if rename_operands else chosen
 
 
 def _task_weights(tasks: list[Task], algo, task_stats: TaskStats | None) -> torch.Tensor:
@@ -90,7 +103,7 @@ def _task_weights(tasks: list[Task], algo, task_stats: TaskStats | None) -> torc
 
 
 def collect_step(pool, tasks: list[Task], algo, generator: torch.Generator, task_stats: TaskStats | None = None,
-                 first_round: list[Trajectory] | None = None) -> StepRollouts:
+                 first_round: list[Trajectory] | None = None, rename_operands: bool = False) -> StepRollouts:
     """One step's rollouts through `pool` (rollout/pool.py).
 
     first_round: the step's first sampling round when it was submitted earlier (bounded staleness,
@@ -99,7 +112,7 @@ def collect_step(pool, tasks: list[Task], algo, generator: torch.Generator, task
     """
     G = algo.group_size
     if first_round is None:
-        chosen = draw_step_tasks(tasks, algo, generator, task_stats)
+        chosen = draw_step_tasks(tasks, algo, generator, task_stats, rename_operands)
         first_round = pool.result(pool.submit(chosen, G, algo.temperature, generator))
     sampled = first_round
     groups = [sampled[i:i + G] for i in range(0, len(sampled), G)]
@@ -111,6 +124,8 @@ def collect_step(pool, tasks: list[Task], algo, generator: torch.Generator, task
             if not degenerate:
                 break
             refill = draw_tasks(tasks, len(degenerate), weights, generator)
+            if rename_operands:
+                refill = with_renamed_operands_drawn(refill, generator)
             fresh = pool.result(pool.submit(refill, G, algo.temperature, generator, first_group=len(sampled) // G))
             sampled = sampled + fresh
             for slot, start in zip(degenerate, range(0, len(fresh), G)):
