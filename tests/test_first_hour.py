@@ -83,3 +83,146 @@ def test_ctrl_c_names_the_checkpoint_and_its_resume_command_which_runs(tmp_path)
     assert resumed.stdout.strip().splitlines()[-1] == f"run dir: {resumed_dir}"
     assert json.loads((resumed_dir / "status.json").read_text())["status"] == "complete"
     assert len((resumed_dir / "metrics.jsonl").read_text().splitlines()) == start + 1
+
+
+# ------------------------------------------------------------------------------------------------
+# The long phases before training (building the RL base, the SFT warm-up) say what they build, show a
+# progress bar on a terminal, and say how long they took.
+
+TINY_BASE = ("policy.base.episodes=16", "policy.base.steps=5")
+WARM_UP = ("cold_start.enabled=true", "cold_start.demos=4", "cold_start.steps=3")
+
+
+def _terminal():
+    """A rich console that draws bars as on a terminal, into a string."""
+    import io
+
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), force_terminal=True, width=100)
+
+
+def _tiny_recipe_policy(cache_dir: Path):
+    from bugfix_rl.config import TrainConfig
+
+    policy = TrainConfig().policy
+    policy.cache_dir, policy.base.episodes, policy.base.steps = str(cache_dir), 16, 5
+    return policy
+
+
+def test_the_rl_base_is_the_same_with_a_progress_bar_and_is_built_once(tmp_path, capsys):
+    import torch
+
+    from bugfix_rl.console import PhaseProgress
+    from bugfix_rl.gym.tasks import make_tasks
+    from bugfix_rl.policy.rl_base import make_rl_base
+    from bugfix_rl.policy.tokenizer import build_tokenizer
+
+    torch.set_num_threads(1)
+    tokenizer, policy = build_tokenizer(make_tasks("all")), _tiny_recipe_policy(tmp_path / "cache")
+    terminal = _terminal()
+    with_bars = make_rl_base(tokenizer, policy, cache=False, progress=PhaseProgress(console=terminal))
+    drawn = terminal.file.getvalue()
+    assert "scripted episodes" in drawn and "16/16" in drawn and "behaviour cloning" in drawn and "5/5" in drawn
+    assert torch.get_num_threads() == 1
+
+    built = make_rl_base(tokenizer, policy)  # default: the announcement and the time, no bar
+    announcement, done = capsys.readouterr().err.splitlines()
+    cached = next((tmp_path / "cache").glob("rl_base-*.safetensors"))
+    assert announcement == ("building the edit_menu RL base, the starting policy of policy.init=rl_base (16 scripted "
+                            f"episodes, 5 behaviour-cloning steps; cached at {cached}, so later runs load it)")
+    assert re.fullmatch(r"edit_menu RL base built in \d+\.\d s", done)
+
+    loaded = make_rl_base(tokenizer, policy)
+    assert capsys.readouterr().err == ""  # loaded from the cache: nothing to say
+    for model in (built, loaded):
+        assert all(torch.equal(a, b) for a, b in zip(with_bars.state_dict().values(), model.state_dict().values()))
+
+
+def test_the_tools_rl_base_is_the_same_with_a_progress_bar():
+    import torch
+
+    from bugfix_rl.config import TrainConfig
+    from bugfix_rl.console import PhaseProgress
+    from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.policy.rl_base import make_rl_base
+
+    torch.set_num_threads(1)
+    cfg = TrainConfig()
+    cfg.env.name, cfg.policy.tools_base.episodes, cfg.policy.tools_base.steps = "tools", 8, 3
+    tokenizer = build_tokenizer_for(cfg)
+    terminal = _terminal()
+    with_bars = make_rl_base(tokenizer, cfg.policy, cache=False, env_cfg=cfg.env,
+                             progress=PhaseProgress(console=terminal))
+    assert "8/8" in terminal.file.getvalue() and "3/3" in terminal.file.getvalue()
+    without = make_rl_base(tokenizer, cfg.policy, cache=False, env_cfg=cfg.env)
+    assert all(torch.equal(a, b) for a, b in zip(with_bars.state_dict().values(), without.state_dict().values()))
+
+def test_phase_progress_draws_bars_only_when_enabled_on_a_terminal():
+    import io
+
+    from rich.console import Console
+
+    from bugfix_rl.console import PhaseProgress
+
+    for bars, console, drawn in ((True, _terminal(), True), (False, _terminal(), False),
+                                 (True, Console(file=io.StringIO()), False)):  # a pipe or a file: no bar
+        progress = PhaseProgress(bars=bars, console=console)
+        with progress.phase("building x", done="x built"):
+            with progress.stage("steps", 3) as advance:
+                for _ in range(3):
+                    advance("loss 1.000")
+        text = console.file.getvalue()
+        assert text.startswith("building x\n") and re.search(r"x built in \d+\.\d s\n$", text)
+        assert ("3/3" in text and "━" in text) == drawn, text
+
+
+def _with_terminal_stderr(args: list[str], timeout: float = 300) -> tuple[int, str, str]:
+    """Run the CLI with stderr on a pseudo-terminal (what a user's shell gives it): exit code, stdout, stderr."""
+    import pty
+    import select
+
+    master, replica = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
+    proc = subprocess.Popen([sys.executable, "-m", "bugfix_rl.cli", *args], stdout=subprocess.PIPE, stderr=replica,
+                            env={**env, "TERM": "xterm-256color"})
+    os.close(replica)
+    chunks, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:  # drained as it comes: a full pty would block the bars
+        if select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed its end
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    stdout, _ = proc.communicate(timeout=60)
+    return proc.returncode, stdout.decode(), b"".join(chunks).decode(errors="replace")
+
+
+def test_a_terminal_sees_the_base_and_the_warm_up_progress(tmp_path):
+    code, stdout, stderr = _with_terminal_stderr(
+        ["train", *SMOKE, "steps=1", "eval.test=false", "preflight=false", "logger.console=true", *TINY_BASE,
+         *WARM_UP, f"policy.cache_dir={tmp_path}/cache", f"hydra.run.dir={tmp_path}/run"])
+    assert code == 0, stderr
+    assert "building the edit_menu RL base" in stderr and "behaviour cloning" in stderr and "5/5" in stderr
+    assert re.search(r"edit_menu RL base built in \d+\.\d s", stderr)
+    assert "SFT warm-up before RL (cold_start.enabled): 3 steps on 4 oracle demonstrations" in stderr
+    assert "oracle demonstrations" in stderr and "3/3" in stderr and re.search(r"SFT warm-up done in \d+\.\d s", stderr)
+    assert stdout.strip().splitlines()[-1] == f"run dir: {tmp_path}/run"
+
+
+def test_without_a_terminal_the_long_phases_are_two_lines_each(tmp_path):
+    result = _cli("train", *SMOKE, "steps=1", "eval.test=false", "preflight=false", "logger.console=true",
+                  *TINY_BASE, *WARM_UP, f"policy.cache_dir={tmp_path}/cache", f"hydra.run.dir={tmp_path}/run",
+                  timeout=300)
+    assert result.returncode == 0, result.stderr
+    base, built, warm_up, done = result.stderr.splitlines()
+    assert base.startswith("building the edit_menu RL base") and f"cached at {tmp_path}/cache/rl_base-" in base
+    assert re.fullmatch(r"edit_menu RL base built in \d+\.\d s", built)
+    assert warm_up == "SFT warm-up before RL (cold_start.enabled): 3 steps on 4 oracle demonstrations"
+    assert re.fullmatch(r"SFT warm-up done in \d+\.\d s", done)

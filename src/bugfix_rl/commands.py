@@ -16,6 +16,7 @@ from bugfix_rl.console import TrainConsole
 def configured_policy(cfg):
     """(policy, tokenizer, make_env) as the train config builds them, with torch's threads set; the env
     (its sandbox, for env=tools) is closed on exit."""
+    from bugfix_rl.console import PhaseProgress
     from bugfix_rl.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 
@@ -23,7 +24,8 @@ def configured_policy(cfg):
     tokenizer = build_tokenizer_for(cfg)
     make_env, close_env = make_env_factory(cfg.env)
     try:
-        yield build_policy(cfg.policy, tokenizer, env_cfg=cfg.env), tokenizer, make_env
+        progress = PhaseProgress(bars=cfg.logger.console)
+        yield build_policy(cfg.policy, tokenizer, env_cfg=cfg.env, progress=progress), tokenizer, make_env
     finally:
         close_env()
 

@@ -133,22 +133,32 @@ def staleness_metrics(trajectories, step: int) -> dict:
 
 
 def cold_start(cfg, model, tokenizer, make_env) -> list[float]:
-    """SFT `model` in place on oracle demonstrations or its own successes; returns the SFT losses."""
+    """SFT `model` in place on oracle demonstrations or its own successes; returns the SFT losses.
+    Says so on stderr, with progress bars when logger.console is set and stderr is a terminal."""
     from bugfix_rl.algo.sft import sft_train
+    from bugfix_rl.console import PhaseProgress
     from bugfix_rl.envs import oracle_for
     from bugfix_rl.rollout.demonstrations import oracle_demonstrations, rejection_sampled
 
     cs = cfg.cold_start
     tasks = make_tasks("train")
-    if cs.source == "oracle":
-        demos = oracle_demonstrations(tasks, cs.demos, make_env, tokenizer, oracle_for(cfg.env), cs.seed,
-                                      cs.renamed_operands)
-    else:
-        demos = rejection_sampled(model, tokenizer, tasks, cs.rejection_per_task, make_env, cfg.algo.temperature,
-                                  cs.seed)
-    if not demos:
-        raise PreflightFailed("cold start: rejection sampling found no successful episode to learn from")
-    return sft_train(model, demos, cs.steps, cs.lr, cs.batch_size, torch.Generator().manual_seed(cs.seed))
+    progress = PhaseProgress(bars=cfg.logger.console)
+    source = (f"{cs.demos} oracle demonstrations" if cs.source == "oracle"
+              else f"its own successes in {cs.rejection_per_task} attempts per training task")
+    with progress.phase(f"SFT warm-up before RL (cold_start.enabled): {cs.steps} steps on {source}",
+                        done="SFT warm-up done"):
+        if cs.source == "oracle":
+            with progress.stage("oracle demonstrations", cs.demos) as advance:
+                demos = oracle_demonstrations(tasks, cs.demos, make_env, tokenizer, oracle_for(cfg.env), cs.seed,
+                                              cs.renamed_operands, on_episode=advance)
+        else:
+            demos = rejection_sampled(model, tokenizer, tasks, cs.rejection_per_task, make_env,
+                                      cfg.algo.temperature, cs.seed)
+        if not demos:
+            raise PreflightFailed("cold start: rejection sampling found no successful episode to learn from")
+        with progress.stage("SFT", cs.steps) as advance:
+            return sft_train(model, demos, cs.steps, cs.lr, cs.batch_size, torch.Generator().manual_seed(cs.seed),
+                             on_step=lambda loss: advance(f"loss {loss:.3f}"))
 
 
 def evaluate_split(model, tokenizer, make_env, split: str, n: int, seed: int, temperature: float) -> dict:
@@ -204,7 +214,7 @@ def run_training(cfg, run_dir: Path) -> dict:
     run reaches the same parameters as an uninterrupted one (same seed, same threads). With
     rollout.max_staleness > 0 the batches that were in flight are drawn again, so it does not.
     """
-    from bugfix_rl.console import TrainConsole
+    from bugfix_rl.console import PhaseProgress, TrainConsole
     from bugfix_rl.preflight import run_preflight
 
     if cfg.resume:  # cheap checks first: a bad path must not wait for the RL base to be built
@@ -216,7 +226,7 @@ def run_training(cfg, run_dir: Path) -> dict:
     make_env, close_env = make_env_factory(cfg.env)
     trainer, state = None, RunState()
     try:
-        base = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
+        base = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env, progress=PhaseProgress(bars=cfg.logger.console))
         if cfg.cold_start.enabled:
             cold_start(cfg, base, tokenizer, make_env)  # the run starts from the SFT policy
         model = build_policy(cfg.policy, tokenizer, init=cfg.resume) if cfg.resume else copy.deepcopy(base)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from bugfix_rl.rollout.trajectory import Trajectory, collate
@@ -15,8 +17,12 @@ def sft_loss(model, batch) -> torch.Tensor:
 
 
 def sft_train(model, demos: list[Trajectory], steps: int, lr: float, batch_size: int,
-              generator: torch.Generator, length_buckets: bool = False) -> list[float]:
+              generator: torch.Generator, length_buckets: bool = False,
+              on_step: Callable[[float], None] | None = None) -> list[float]:
     """`steps` Adam steps on minibatches drawn from `demos`; returns the loss of each step.
+
+    on_step: called with each step's loss after the step (a progress bar); it must not draw random
+    numbers or change torch's threads, or the result would depend on it.
 
     length_buckets: minibatches of demos of similar length, so a batch carries little padding (tools-env
     episodes vary 2-3x): each pass over the demos sorts them by length plus a random jitter of up to
@@ -38,6 +44,8 @@ def sft_train(model, demos: list[Trajectory], steps: int, lr: float, batch_size:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.item())
+        if on_step is not None:
+            on_step(losses[-1])
     return losses
 
 

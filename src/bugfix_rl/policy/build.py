@@ -25,11 +25,11 @@ def _chat_tokenizer(cfg):
     return load_chat_tokenizer(cfg.policy)
 
 
-def _tiny_agent(policy_cfg, tokenizer: Tokenizer, init: str, env_cfg=None):
-    """A TinyAgent from `init`: rl_base (of env_cfg's env; default the edit menu), scratch, or a
-    checkpoint path."""
+def _tiny_agent(policy_cfg, tokenizer: Tokenizer, init: str, env_cfg=None, progress=None):
+    """A TinyAgent from `init`: rl_base (of env_cfg's env; default the edit menu; `progress` shows its
+    build), scratch, or a checkpoint path."""
     if init == "rl_base":
-        return make_rl_base(tokenizer, policy_cfg, env_cfg=env_cfg)
+        return make_rl_base(tokenizer, policy_cfg, env_cfg=env_cfg, progress=progress)
     model = new_tiny_agent(tokenizer, architecture(policy_cfg))
     if init == "scratch":
         return model
@@ -42,14 +42,14 @@ def _tiny_agent(policy_cfg, tokenizer: Tokenizer, init: str, env_cfg=None):
     return model
 
 
-def _qwen3(policy_cfg, tokenizer, init: str, env_cfg=None):
+def _qwen3(policy_cfg, tokenizer, init: str, env_cfg=None, progress=None):
     """A Hugging Face Qwen3 from policy.model (init 'pretrained'), or with a checkpoint's weights."""
     from bugfix_rl.policy.qwen3 import build_qwen3
 
     return build_qwen3(policy_cfg, tokenizer, init)
 
 
-# policy.name -> (cfg -> tokenizer, (policy_cfg, tokenizer, init, env_cfg) -> model)
+# policy.name -> (cfg -> tokenizer, (policy_cfg, tokenizer, init, env_cfg, progress) -> model)
 TOKENIZERS = Registry("policy", {"tiny": _word_tokenizer, "qwen3": _chat_tokenizer})
 POLICIES = Registry("policy", {"tiny": _tiny_agent, "qwen3": _qwen3})
 
@@ -59,8 +59,8 @@ def build_tokenizer_for(cfg):
     return TOKENIZERS[cfg.policy.name](cfg)
 
 
-def build_policy(policy_cfg, tokenizer, init: str | None = None, env_cfg=None):
+def build_policy(policy_cfg, tokenizer, init: str | None = None, env_cfg=None, progress=None):
     """The policy from `init` (default policy_cfg.init): for TinyAgent rl_base (the starting policy of
     env_cfg's env, default the edit menu), scratch or a checkpoint path; for Qwen3 pretrained or a
-    checkpoint path."""
-    return POLICIES[policy_cfg.name](policy_cfg, tokenizer, init or policy_cfg.init, env_cfg)
+    checkpoint path. `progress` (console.PhaseProgress) shows a long build, such as the RL base's."""
+    return POLICIES[policy_cfg.name](policy_cfg, tokenizer, init or policy_cfg.init, env_cfg, progress)

@@ -14,6 +14,7 @@ import hashlib
 import json
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
@@ -27,7 +28,14 @@ from bugfix_rl.policy.tokenizer import Tokenizer, identifier_ids
 from bugfix_rl.registry import Registry
 from bugfix_rl.rollout.sampler import scripted_episode
 
+if TYPE_CHECKING:
+    from bugfix_rl.console import PhaseProgress
+
 _COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "shared_identifier_embedding")
+
+
+def _nothing(*_) -> None:
+    pass
 
 
 def architecture(policy_cfg) -> TinyAgentConfig:
@@ -41,9 +49,9 @@ def new_tiny_agent(tokenizer: Tokenizer, arch: TinyAgentConfig) -> TinyAgent:
     return TinyAgent(tokenizer.vocab_size, arch, identifier_ids=ids)
 
 
-def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg=None):
+def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg=None, on_episode: Callable[[], None] = _nothing):
     """`recipe.episodes` noisy scripted edit-menu episodes on renamed training tasks, always in the
-    default EditMenuConfig (the base does not depend on the run's env settings)."""
+    default EditMenuConfig (the base does not depend on the run's env settings); on_episode() after each."""
     rng = random.Random(recipe.seed)
     tasks = make_tasks("train")
     variants = [with_renamed_operands(task, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), str(k))
@@ -55,12 +63,14 @@ def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg=None):
         task = rng.choice(variants) if rng.random() < recipe.p_renamed_operands else tasks[i % len(tasks)]
         env = EditMenuEnv(task, EditMenuConfig(), rng.choice(RENAME_POOL))
         demos.append(scripted_episode(NoisyPolicy(rng, **knobs), env, tokenizer))
+        on_episode()
     return demos
 
 
-def noisy_tools_demonstrations(recipe, tokenizer: Tokenizer, env_cfg):
+def noisy_tools_demonstrations(recipe, tokenizer: Tokenizer, env_cfg, on_episode: Callable[[], None] = _nothing):
     """`recipe.episodes` NoisyToolsPolicy episodes on training tasks (renamed operands mostly), in a
-    tools env of `env_cfg` with its own sandbox (Bash runs and the final grading need one)."""
+    tools env of `env_cfg` with its own sandbox (Bash runs and the final grading need one); on_episode()
+    after each."""
     from bugfix_rl.gym.tools_env import make_tools_env_factory
     from bugfix_rl.policy.scripted_tools import NoisyToolsPolicy
 
@@ -79,12 +89,13 @@ def noisy_tools_demonstrations(recipe, tokenizer: Tokenizer, env_cfg):
                       for t in rng.sample(tasks, 3) if t.name != task.name.split("~")[0]]
             env = make_env(task, rng.choice(RENAME_POOL))
             demos.append(scripted_episode(NoisyToolsPolicy(rng, memory, **knobs), env, tokenizer))
+            on_episode()
     finally:
         close()
     return demos
 
 
-# env.name -> (the recipe field of PolicyConfig, (recipe, tokenizer, env_cfg) -> demonstrations)
+# env.name -> (the recipe field of PolicyConfig, (recipe, tokenizer, env_cfg, on_episode) -> demonstrations)
 BASE_RECIPES = Registry("env", {"edit_menu": ("base", noisy_demonstrations),
                                 "tools": ("tools_base", noisy_tools_demonstrations)})
 
@@ -105,9 +116,11 @@ def recipe_key(recipe, arch: TinyAgentConfig, tokenizer: Tokenizer, env_fields: 
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=None) -> TinyAgent:
+def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=None,
+                 progress: PhaseProgress | None = None) -> TinyAgent:
     """Load the cached RL base of env_cfg's env (default: the edit menu) or build it by its recipe
-    (deterministic for a given thread count)."""
+    (deterministic for a given thread count). A build says what it builds and where it caches it, with
+    progress bars when `progress` draws them (default: the two lines only)."""
     env_name = env_cfg.name if env_cfg is not None else "edit_menu"
     recipe_field, make_demos = BASE_RECIPES[env_name]
     recipe, arch = getattr(policy_cfg, recipe_field), architecture(policy_cfg)
@@ -124,14 +137,26 @@ def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=N
             return model
         except CheckpointError:
             pass  # a damaged cache entry is rebuilt below
+    if progress is None:
+        from bugfix_rl.console import PhaseProgress
+
+        progress = PhaseProgress(bars=False)
+    where = f"cached at {path}, so later runs load it" if cache else "not cached"
+    announcement = (f"building the {env_name} RL base, the starting policy of policy.init=rl_base "
+                    f"({recipe.episodes} scripted episodes, {recipe.steps} behaviour-cloning steps; {where})")
     threads = torch.get_num_threads()
     torch.set_num_threads(recipe.threads)  # the base must not depend on the run's thread count
     try:
-        torch.manual_seed(recipe.seed)
-        model = new_tiny_agent(tokenizer, arch)
-        demos = make_demos(recipe, tokenizer, env_cfg)
-        sft_train(model, demos, recipe.steps, recipe.lr, recipe.batch_size, torch.Generator().manual_seed(recipe.seed),
-                  length_buckets=getattr(recipe, "length_buckets", False))
+        with progress.phase(announcement, done=f"{env_name} RL base built"):
+            torch.manual_seed(recipe.seed)
+            model = new_tiny_agent(tokenizer, arch)
+            with progress.stage("scripted episodes", recipe.episodes) as advance:
+                demos = make_demos(recipe, tokenizer, env_cfg, advance)
+            with progress.stage("behaviour cloning", recipe.steps) as advance:
+                sft_train(model, demos, recipe.steps, recipe.lr, recipe.batch_size,
+                          torch.Generator().manual_seed(recipe.seed),
+                          length_buckets=getattr(recipe, "length_buckets", False),
+                          on_step=lambda loss: advance(f"loss {loss:.3f}"))
     finally:
         torch.set_num_threads(threads)
     if cache:

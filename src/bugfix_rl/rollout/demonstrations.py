@@ -16,9 +16,11 @@ from bugfix_rl.rollout.trajectory import Trajectory
 
 
 def oracle_demonstrations(tasks: list[Task], count: int, make_env: Callable, tokenizer, oracle_cls,
-                          seed: int, renamed_operands: bool = False) -> list[Trajectory]:
+                          seed: int, renamed_operands: bool = False,
+                          on_episode: Callable[[], None] = lambda: None) -> list[Trajectory]:
     """`count` oracle episodes cycling over `tasks`, each with a freshly drawn function name (and, with
-    renamed_operands, operands drawn from OPERAND_POOL, so a copy of the demonstrations must copy)."""
+    renamed_operands, operands drawn from OPERAND_POOL, so a copy of the demonstrations must copy);
+    on_episode() after each (a progress bar)."""
     rng = random.Random(seed)
     demos = []
     for i in range(count):
@@ -27,6 +29,7 @@ def oracle_demonstrations(tasks: list[Task], count: int, make_env: Callable, tok
             task = with_renamed_operands(task, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), f"demo{i}")
         env = make_env(task, rng.choice(RENAME_POOL))
         demos.append(scripted_episode(oracle_cls(), env, tokenizer))
+        on_episode()
     return demos
 
 
