@@ -49,6 +49,7 @@ def test_a_run_ends_with_its_score_and_run_dir(tmp_path):
     *_, score, where = result.stdout.strip().splitlines()
     assert re.fullmatch(r"chosen checkpoint: step [01], test pass@1 [01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\]", score)
     assert where == f"run dir: {tmp_path}/run"
+    assert not list((tmp_path / "run").glob("*.log"))  # Hydra's cli.log held nothing, so it is not written
     assert json.loads((tmp_path / "run" / "status.json").read_text()) == {
         "status": "complete", "step": 1, "last_checkpoint": f"{tmp_path}/run/checkpoints/step_001.safetensors"}
 
