@@ -227,3 +227,22 @@ def test_without_a_terminal_the_long_phases_are_two_lines_each(tmp_path):
     assert re.fullmatch(r"edit_menu RL base built in \d+\.\d s", built)
     assert warm_up == "SFT warm-up before RL (cold_start.enabled): 3 steps on 4 oracle demonstrations"
     assert re.fullmatch(r"SFT warm-up done in \d+\.\d s", done)
+
+
+# ------------------------------------------------------------------------------------------------
+# --help describes bugfix-rl; exit codes: 0 ok, 1 a preflight or run failure, 2 bad input.
+
+
+def test_help_describes_the_commands_and_groups_not_hydra():
+    from bugfix_rl.cli import COMMANDS
+
+    top, train, evaluate = _cli("--help"), _cli("train", "--help"), _cli("eval", "--help")
+    for result in (top, train, evaluate):
+        assert result.returncode == 0 and "powered by hydra" not in result.stdout.lower(), result.stdout
+    assert all(f"\n  {command} " in top.stdout for command in COMMANDS)
+    assert "env: edit_menu, tools" in top.stdout and "exit codes: 0 ok" in top.stdout
+    assert train.stdout.startswith(f"usage: bugfix-rl train [key=value ...] [-m]\n{COMMANDS['train']}\n")
+    assert "env: edit_menu, tools" in train.stdout and "  group_size: 8\n" in train.stdout
+    assert evaluate.stdout.startswith("usage: bugfix-rl eval") and "ckpt: ???" in evaluate.stdout
+    assert "env: edit_menu" not in evaluate.stdout  # eval takes no config groups
+

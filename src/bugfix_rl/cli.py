@@ -15,7 +15,15 @@ import shlex
 import sys
 from pathlib import Path
 
-COMMANDS = ("train", "preflight", "eval", "report", "sft", "bench", "simulate")
+COMMANDS = {  # command -> what it does (`bugfix-rl --help`)
+    "train": "RL on the training tasks: preflight, GRPO steps, checkpoints chosen on validation, one test",
+    "preflight": "the nine invariants of one update on the first batch (+2 with rollout workers), then stop",
+    "eval": "evaluate a checkpoint on a split: eval ckpt=<file> [split=test n=32 compare=<file>]",
+    "report": "ablation table, report.md and forest plot of a sweep: report dir=<multirun dir>",
+    "sft": "SFT on demonstrations -> <run dir>/sft.safetensors (then train policy.init=<that file>)",
+    "bench": "time the configured rollout path beside one process",
+    "simulate": "size a rollout cluster (sync vs async pipeline) before paying for it",
+}
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 GROUPS = ("env", "policy", "algo", "logger", "exp", "ablation")
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
@@ -261,15 +269,32 @@ BODIES = {"train": (_train, "train"), "preflight": (_preflight, "train"), "eval"
           "simulate": (_simulate, "simulate")}
 
 
+def usage() -> str:
+    """`bugfix-rl --help`: the commands, the config groups, the exit codes."""
+    width = max(map(len, COMMANDS))
+    commands = "\n".join(f"  {name:<{width}}  {what}" for name, what in COMMANDS.items())
+    groups = "\n".join(f"  {group}: {', '.join(_group_options(group))}" for group in GROUPS)
+    return (f"usage: bugfix-rl <command> [key=value ...] [-m] [--help] [--cfg job]\n\n"
+            f"Train small coding agents with RL on a bug-fixing gym, and measure what they learned.\n\n"
+            f"commands:\n{commands}\n\n"
+            f"config groups of train, preflight, sft and bench (group=option; +exp=... and +ablation=...):\n"
+            f"{groups}\n\n"
+            f"bugfix-rl <command> --help: the command's config, every key with its default.\n"
+            f"key=a,b ... -m: one run per value (a sweep; put -m last).\n"
+            f"exit codes: 0 ok, 2 bad input, 130 interrupted (Ctrl-C).")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         if argv and argv[0] not in ("-h", "--help"):
             print(f"error: unknown command '{argv[0]}'; valid: {', '.join(COMMANDS)}", file=sys.stderr)
             raise SystemExit(EXIT_BAD_INPUT)
-        print(f"usage: bugfix-rl {{{','.join(COMMANDS)}}} [hydra overrides] [-m] [--help] [--cfg job]")
+        print(usage())
         return
     command, rest = argv[0], argv[1:]
+    if {"-h", "--help"} & set(rest):  # Hydra prints the rest (conf/hydra/help/)
+        print(f"usage: bugfix-rl {command} [key=value ...] [-m]\n{COMMANDS[command]}\n")
     from bugfix_rl.config import register_configs
 
     register_configs()
