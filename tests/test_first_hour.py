@@ -240,9 +240,24 @@ def test_help_describes_the_commands_and_groups_not_hydra():
     for result in (top, train, evaluate):
         assert result.returncode == 0 and "powered by hydra" not in result.stdout.lower(), result.stdout
     assert all(f"\n  {command} " in top.stdout for command in COMMANDS)
-    assert "env: edit_menu, tools" in top.stdout and "exit codes: 0 ok" in top.stdout
+    assert "env: edit_menu, tools" in top.stdout and "exit codes: 0 ok, 1 a preflight or run failure" in top.stdout
     assert train.stdout.startswith(f"usage: bugfix-rl train [key=value ...] [-m]\n{COMMANDS['train']}\n")
     assert "env: edit_menu, tools" in train.stdout and "  group_size: 8\n" in train.stdout
     assert evaluate.stdout.startswith("usage: bugfix-rl eval") and "ckpt: ???" in evaluate.stdout
     assert "env: edit_menu" not in evaluate.stdout  # eval takes no config groups
 
+
+def test_a_failed_preflight_exits_1_from_preflight_and_from_train(tmp_path, monkeypatch, capsys):
+    from bugfix_rl import cli, preflight
+
+    failing = "old_logp frozen in the update"
+    checks = {name: {"value": 0.0, "ok": name != failing, "bound": "test"} for name in preflight.BOUNDS}
+    monkeypatch.setattr(preflight, "run_preflight", lambda *args: checks)
+    for command in ("preflight", "train"):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main([command, "+exp=smoke", "threads=1", f"hydra.run.dir={tmp_path / command}"])
+        assert exit_info.value.code == 1, command
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: preflight failed: ")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "steps=0", f"hydra.run.dir={tmp_path / 'bad'}"])
+    assert exit_info.value.code == 2 and not (tmp_path / "bad").exists()

@@ -186,7 +186,7 @@ def test_preflight_command_exits_nonzero_on_a_fail(tmp_path, capsys, monkeypatch
     monkeypatch.setattr(preflight, "run_preflight", lambda *args: _canned_checks(FROZEN))
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["preflight", "threads=1", f"hydra.run.dir={tmp_path}"])
-    assert exit_info.value.code != 0
+    assert exit_info.value.code == 1
     assert "FAIL" in capsys.readouterr().out
 
 
@@ -194,7 +194,7 @@ def test_train_refuses_to_start_on_a_failed_preflight(tmp_path, capsys, monkeypa
     monkeypatch.setattr(preflight, "run_preflight", lambda *args: _canned_checks(MASK))
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["train", "+exp=smoke", "threads=1", f"hydra.run.dir={tmp_path}"])
-    assert exit_info.value.code == 2
+    assert exit_info.value.code == 1  # as `bugfix-rl preflight`: a failed check is a failure, not bad input
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: preflight failed: mask = policy tokens") and "\n" not in err
     assert not (tmp_path / "metrics.jsonl").exists()

@@ -1,10 +1,14 @@
 """`bugfix-rl <command> [hydra overrides]`: each command is a Hydra app over conf/.
 
+Exit codes: 0 ok, 1 a preflight or run failure, 2 bad input, 130 interrupted.
+
 Bad input never ends in a traceback: overrides are checked against the config schema before Hydra
 composes them (unknown key, wrong type, value outside its set -> one line naming the key and what is
 allowed, exit code 2), then the composed config's values are validated (each run of a sweep) before
-Hydra creates a run dir, so a bad value leaves no folder behind; known failures inside a command (a
-missing or corrupt checkpoint, a run dir with no runs, a failed preflight) print one line and exit 2.
+Hydra creates a run dir, so a bad value leaves no folder behind; a missing or corrupt checkpoint or
+model, or a run dir with no runs, is bad input too (one line, exit 2). A failed preflight (in
+`preflight` or before `train`) and the known failures of a run (every episode of a batch failed in its
+env, a token path that drifted from the chat template) print one line and exit 1.
 Ctrl-C prints one line (for train: the last checkpoint and the command that resumes from it), exit 130.
 """
 
@@ -28,6 +32,7 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 GROUPS = ("env", "policy", "algo", "logger", "exp", "ablation")
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                     "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
+EXIT_FAILED = 1  # a preflight or run failure
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for Ctrl-C
 
@@ -36,9 +41,9 @@ class UserError(Exception):
     """A problem with what the user asked for; printed as one line, exit code 2."""
 
 
-def fail(message: str) -> None:
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(EXIT_BAD_INPUT)
+    raise SystemExit(code)
 
 
 def _schema_for(command: str):
@@ -184,7 +189,7 @@ def _run_dir():
 
 
 def _guarded(fn):
-    """Run a command body: known failures become one line + exit 2."""
+    """Run a command body: known failures become one line, exit 2 for bad input, 1 for a failed run."""
     from bugfix_rl.checkpoint import CheckpointError
 
     def wrapper(cfg):
@@ -194,8 +199,10 @@ def _guarded(fn):
 
         try:
             return fn(cfg)
-        except (UserError, CheckpointError, PreflightFailed, TokenPathMismatch, RolloutFailed) as err:
+        except (UserError, CheckpointError) as err:
             fail(str(err))
+        except (PreflightFailed, TokenPathMismatch, RolloutFailed) as err:
+            fail(str(err), EXIT_FAILED)
     return wrapper
 
 
@@ -228,7 +235,7 @@ def _preflight(cfg):
     from bugfix_rl.commands import preflight_command
 
     if not preflight_command(_to_object(cfg)):
-        raise SystemExit(1)
+        raise SystemExit(EXIT_FAILED)
 
 
 def _eval(cfg):
@@ -281,7 +288,7 @@ def usage() -> str:
             f"{groups}\n\n"
             f"bugfix-rl <command> --help: the command's config, every key with its default.\n"
             f"key=a,b ... -m: one run per value (a sweep; put -m last).\n"
-            f"exit codes: 0 ok, 2 bad input, 130 interrupted (Ctrl-C).")
+            f"exit codes: 0 ok, 1 a preflight or run failure, 2 bad input, 130 interrupted (Ctrl-C).")
 
 
 def main(argv: list[str] | None = None) -> None:
