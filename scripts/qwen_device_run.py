@@ -90,7 +90,8 @@ def grpo_step(trainer: Trainer, step: int, force_advantages: bool) -> dict:
     algo = trainer.algo
     sync()
     t0 = time.perf_counter()
-    rollouts = collect_step(trainer.pool, trainer.tasks, algo, trainer.generator)
+    rollouts = collect_step(trainer.pool, trainer.tasks, algo, trainer.generator, trainer.task_stats,
+                            rename_operands=trainer.cfg.env.rename_operands)
     sync()
     t1 = time.perf_counter()
     batch = collate(rollouts.kept, trainer.tokenizer.pad_id)

@@ -43,9 +43,9 @@ def test_gate_fully_open_is_the_plain_softmax_bit_for_bit():
     assert torch.equal(mixed, torch.log_softmax(logits, -1))
 
 
-def _copy_agent(seed: int = 0) -> TinyAgent:
+def _copy_agent(seed: int = 0, softcap: float = 1.5) -> TinyAgent:
     torch.manual_seed(seed)
-    cfg = TinyAgentConfig(max_len=64, copy_head=True, shared_identifier_embedding=True)
+    cfg = TinyAgentConfig(max_len=64, copy_head=True, shared_identifier_embedding=True, copy_softcap=softcap)
     model = TinyAgent(40, cfg, identifier_ids=[10, 11, 12])
     with torch.no_grad():
         for p in model.parameters():
@@ -84,6 +84,37 @@ def test_a_name_is_copied_through_the_match_feature_alone():
     assert model(ids)[0, -1].argmax().item() == 11
 
 
+def test_soft_cap_by_hand():
+    from bugfix_rl.policy.copy_head import soft_capped
+
+    scores = torch.tensor([0.0, 3.0, -30.0, 300.0])
+    expected = torch.tensor([0.0, 3 * math.tanh(1.0), -3 * math.tanh(10.0), 3.0])
+    torch.testing.assert_close(soft_capped(scores, 3.0), expected)
+    assert torch.equal(soft_capped(scores, 0.0), scores)
+
+
+def test_a_full_match_outweighs_any_learned_preference_under_the_cap():
+    """Learned scores pushed far towards the wrong position: uncapped they win, capped the exact
+    3-gram continuation wins (the held-out `min ( 0 , ...` failure of an uncapped RL policy)."""
+    ids = torch.tensor([[5, 6, 7, 11, 9, 5, 6, 7]])  # after `5 6 7` the context continues with 11
+    winners = {}
+    for softcap in (0.0, 3.0):
+        model = _copy_agent(softcap=softcap)
+        with torch.no_grad():
+            model.copy.gate.bias.fill_(-30.0)
+            model.copy.gate.weight.zero_()
+            model.copy.match_weight.copy_(torch.tensor([3.0, 3.0, 3.0]))
+            model.copy.query.weight.zero_()
+            model.copy.query.bias.fill_(1.0)  # query = all ones
+        # keys: 0 everywhere but position 4 (id 9), whose learned score query . key / sqrt(d) is 50
+        d = model.cfg.copy_dim
+        keys = torch.zeros(len(ids[0]), d)
+        keys[4] = 50.0 / math.sqrt(d)
+        model.copy.key.forward = lambda hidden: keys[: hidden.shape[-2]].expand(*hidden.shape[:-1], d)
+        winners[softcap] = model(ids)[0, -1].argmax().item()
+    assert winners == {0.0: 9, 3.0: 11}
+
+
 def test_shared_identifier_embedding_hides_which_name():
     model = _copy_agent()
     a, b = torch.tensor([[5, 10, 7]]), torch.tensor([[5, 12, 7]])
@@ -103,6 +134,7 @@ def test_sampler_and_trainer_log_probs_are_equal():
     cfg = TrainConfig()
     cfg.env.name = "tools"
     cfg.policy.copy_head = cfg.policy.shared_identifier_embedding = True
+    cfg.policy.copy_softcap = 6.0  # as in +exp=tools
     tokenizer = build_tokenizer_for(cfg)
     torch.manual_seed(0)
     model = new_tiny_agent(tokenizer, architecture(cfg.policy)).eval()
@@ -169,10 +201,84 @@ def test_rl_tasks_with_renamed_operands_keep_their_tests_and_never_use_a_heldout
         assert copy.hidden_tests == original.hidden_tests
         states = code_states(copy)  # still buggy under the new names, and the family's fix still fixes it
         assert not states[None].hidden_pass and states[FAMILY_OP[copy.name.split("/")[0]]].hidden_pass
-    assert len({t.name for t in drawn}) == len(drawn)
+    one = make_tasks("train")[:1]
+    copies = [draw_step_tasks(one, algo, torch.Generator().manual_seed(k), rename_operands=True)[0] for k in range(8)]
+    by_copy_name = {}
+    for copy in copies:  # a copy's name says its renaming: gym/ops.py caches code states by name
+        assert by_copy_name.setdefault(copy.name, copy.source) == copy.source
+    assert len(by_copy_name) > 1
     stats = TaskStats()  # pass rates are kept per original task, whatever the copy's names
     stats.update([type("T", (), {"info": type("I", (), {"task": drawn[0].name})(), "reward": 1.0})()])
     assert set(stats.rate) == {base_task_name(drawn[0].name)}
+
+
+def test_the_trainer_samples_renamed_copies_when_asked():
+    """env.rename_operands reaches the tasks each step's groups are sampled on (edit menu: fast)."""
+    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+    from bugfix_rl.train import Trainer
+
+    torch.set_num_threads(1)
+    submitted = {}
+    for rename in (False, True):
+        cfg = TrainConfig()
+        cfg.env.rename_operands = rename
+        cfg.algo.group_size, cfg.algo.prompts_per_step = 2, 4
+        tokenizer = build_tokenizer_for(cfg)
+        make_env, close = make_env_factory(cfg.env)
+        trainer = Trainer(cfg, build_policy(cfg.policy, tokenizer, init="scratch"), tokenizer, make_env,
+                          torch.Generator().manual_seed(0))
+        submit = trainer.pool.submit
+
+        def recording_submit(tasks, *args, _submit=submit, _rename=rename, **kwargs):
+            submitted.setdefault(_rename, list(tasks))
+            return _submit(tasks, *args, **kwargs)
+
+        trainer.pool.submit = recording_submit
+        try:
+            trainer.step(0)
+        finally:
+            trainer.close()
+            close()
+    assert not any("~" in t.name for t in submitted[False])
+    assert all("~" in t.name and set(operand_names(t)) <= set(OPERAND_POOL) for t in submitted[True])
+
+
+def test_the_soft_cap_keeps_old_base_keys_and_changes_new_ones():
+    """copy_softcap=0 leaves the tools base's recipe key as it was before the cap existed (the cached
+    base stays valid); a cap gives another key, so a capped base never loads for an uncapped config."""
+    from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.policy.rl_base import recipe_key
+
+    cfg = TrainConfig()
+    cfg.env.name = "tools"
+    cfg.policy.copy_head = cfg.policy.shared_identifier_embedding = True
+    cfg.policy.max_len = 256
+    tokenizer = build_tokenizer_for(cfg)
+    env_fields = {k: getattr(cfg.env, k) for k in ("max_turns", "max_calls_per_turn", "rename")}
+    key = recipe_key(cfg.policy.tools_base, architecture(cfg.policy), tokenizer, env_fields)
+    assert key == "167575b5ea8a5eb9"  # the key of the tools base before copy_softcap (torch 2.13.0)
+    cfg.policy.copy_softcap = 6.0
+    assert recipe_key(cfg.policy.tools_base, architecture(cfg.policy), tokenizer, env_fields) != key
+
+
+def test_a_checkpoint_loads_only_with_the_copy_head_it_was_trained_with(tmp_path):
+    import dataclasses
+
+    from bugfix_rl.checkpoint import CheckpointError, model_tensors, save_checkpoint
+    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+
+    cfg = TrainConfig()
+    cfg.env.name = "tools"
+    cfg.policy.copy_head = cfg.policy.shared_identifier_embedding = True
+    tokenizer = build_tokenizer_for(cfg)
+    path = tmp_path / "policy.safetensors"
+    model = new_tiny_agent(tokenizer, architecture(cfg.policy))
+    save_checkpoint(path, model_tensors(model), {"config": dataclasses.asdict(cfg), "vocab": list(tokenizer.words)})
+    build_policy(cfg.policy, tokenizer, init=str(path))  # same switches: loads
+    cfg.policy.copy_softcap = 6.0
+    with pytest.raises(CheckpointError, match="copy_softcap=0.0"):
+        build_policy(cfg.policy, tokenizer, init=str(path))
 
 
 def test_edits_copied_counts_old_strings_seen_in_an_earlier_observation():
@@ -203,6 +309,7 @@ def test_preflight_passes_on_the_tools_env_with_the_copy_head():
     cfg = TrainConfig()
     cfg.env.name = "tools"
     cfg.policy.copy_head = cfg.policy.shared_identifier_embedding = True
+    cfg.policy.copy_softcap = 6.0  # as in +exp=tools
     cfg.policy.max_len = 256
     cfg.algo.prompts_per_step = 4
     tokenizer = build_tokenizer_for(cfg)

@@ -103,6 +103,7 @@ class PolicyConfig:
     copy_head: bool = False  # tiny: pointer-generator output that can copy context tokens (policy/copy_head.py)
     copy_dim: int = 32  # tiny: copy head query/key width
     copy_ngram: int = 3  # tiny: copy head match features over the last n tokens
+    copy_softcap: float = 0.0  # tiny: the copy head's learned attention score is capped at +-this (0 = no cap)
     shared_identifier_embedding: bool = False  # tiny: operand names enter through one shared embedding
     model: Optional[str] = None  # qwen3: local directory or cached hub id
     allow_download: bool = False  # qwen3: never download weights unless this is set
@@ -330,6 +331,8 @@ def validate(cfg) -> None:
             raise ConfigError(f"{key}={_get(cfg, key)!r} must be > 0")
     if cfg.seed < 0:
         raise ConfigError(f"seed={cfg.seed} must be >= 0")
+    if cfg.policy.copy_softcap < 0:
+        raise ConfigError(f"policy.copy_softcap={cfg.policy.copy_softcap} must be >= 0 (0 = no cap)")
     algo = cfg.algo
     if algo.group_size < 2:
         raise ConfigError(f"algo.group_size={algo.group_size} must be >= 2 (group advantages need a group)")

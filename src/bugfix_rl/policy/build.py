@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from bugfix_rl.checkpoint import load_checkpoint, load_model_state
+from bugfix_rl.checkpoint import CheckpointError, load_checkpoint, load_model_state
+from bugfix_rl.config import PolicyConfig
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.policy.rl_base import architecture, make_rl_base, new_tiny_agent
+from bugfix_rl.policy.rl_base import COPY_FIELDS, architecture, make_rl_base, new_tiny_agent
 from bugfix_rl.policy.tokenizer import Tokenizer, build_tokenizer
 from bugfix_rl.registry import Registry
 
@@ -35,9 +36,13 @@ def _tiny_agent(policy_cfg, tokenizer: Tokenizer, init: str, env_cfg=None, progr
         return model
     tensors, meta = load_checkpoint(init)
     if meta.get("vocab") is not None and list(meta["vocab"]) != list(tokenizer.words):
-        from bugfix_rl.checkpoint import CheckpointError
-
         raise CheckpointError(f"checkpoint {init} was trained with a different vocabulary (another env?)")
+    stored = (meta.get("config") or {}).get("policy")
+    for name in COPY_FIELDS if stored else ():  # the copy head's switches change what the same weights compute
+        trained = stored.get(name, getattr(PolicyConfig(), name))  # absent: saved before the field existed
+        if trained != getattr(policy_cfg, name):
+            raise CheckpointError(f"checkpoint {init} was trained with policy.{name}={trained}, "
+                                  f"not {getattr(policy_cfg, name)}")
     load_model_state(model, tensors, init)
     return model
 

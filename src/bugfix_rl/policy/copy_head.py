@@ -4,12 +4,18 @@ At the position that predicts token t+1, with final hidden state h_t:
 
     P(w) = g * softmax(logits)[w] + (1 - g) * sum_{j <= t : ids_j = w} a_j
     g    = sigmoid(gate(h_t))
-    a_j  = softmax_j( query(h_t) . key(h_j) / sqrt(d)  +  sum_n w_n [ids_{j-n} = ids_{t+1-n}] )
+    a_j  = softmax_j( c * tanh(query(h_t) . key(h_j) / (sqrt(d) * c))  +  sum_n w_n [ids_{j-n} = ids_{t+1-n}] )
 
 The match features (n = 1..copy_ngram) say "the token before position j is the token just emitted":
 they are exact-id comparisons, so copying the continuation of a line works for a name the model never
-saw in training. Every consumer works on log P (the sampler samples from it, the trainer recomputes
-it, ratios, KL and entropy use it), so token-in/token-out stays exact (../shared/notes/copy-head.md).
+saw in training. The learned score can be soft-capped at +-c (`copy_softcap`, as Gemma 2 caps its
+attention logits): uncapped, RL grew it to ~20 and it learned that a literal ends the line, outvoting
+an exact 3-gram match (~9.6) and breaking the copy of `return min ( 0 , ...` in a held-out task. At
+c = 6 a full match is hard to outvote while the learned term still picks among unmatched positions
+(writing new_string); at c = 3 it is too weak for that and RL learned far more slowly.
+
+Every consumer works on log P (the sampler samples from it, the trainer recomputes it, ratios, KL and
+entropy use it), so token-in/token-out stays exact (../shared/notes/copy-head.md).
 """
 
 from __future__ import annotations
@@ -49,6 +55,11 @@ def match_scores(query_ids: torch.Tensor, candidate_prev_ids: torch.Tensor, weig
     return total
 
 
+def soft_capped(scores: torch.Tensor, cap: float) -> torch.Tensor:
+    """cap * tanh(scores / cap): ~scores near 0, never beyond +-cap; cap <= 0 leaves scores as they are."""
+    return cap * torch.tanh(scores / cap) if cap > 0 else scores
+
+
 def shifted(ids: torch.Tensor, n: int, fill: int) -> torch.Tensor:
     """ids [B, T] -> out[:, t] = ids[:, t - n] (fill where t < n)."""
     if n == 0:
@@ -57,8 +68,9 @@ def shifted(ids: torch.Tensor, n: int, fill: int) -> torch.Tensor:
 
 
 class CopyHead(nn.Module):
-    def __init__(self, d_model: int, copy_dim: int, ngram: int):
+    def __init__(self, d_model: int, copy_dim: int, ngram: int, softcap: float = 0.0):
         super().__init__()
+        self.softcap = softcap
         self.query = nn.Linear(d_model, copy_dim)
         self.key = nn.Linear(d_model, copy_dim)
         self.gate = nn.Linear(d_model, 1)
@@ -70,6 +82,7 @@ class CopyHead(nn.Module):
         """Full causal pass: hidden [B, T, C], vocab_logits [B, T, V], ids [B, T] -> log P [B, T, V]."""
         B, T = ids.shape
         scores = self.query(hidden) @ self.key(hidden).transpose(1, 2) / math.sqrt(self.query.out_features)
+        scores = soft_capped(scores, self.softcap)  # [B, T, T]
         query_ids = torch.stack([shifted(ids, n - 1, -2) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
         candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
         scores = scores + match_scores(query_ids, candidate_prev, self.match_weight)  # [B, T, T]
@@ -85,7 +98,7 @@ class CopyHead(nn.Module):
         used = int(lengths.max().clamp(min=1))
         ids = cache.ids[:, :used]  # [B, J]
         scores = (cache.copy_keys[:, :used] @ self.query(hidden)[:, :, None]).squeeze(-1)
-        scores = scores / math.sqrt(self.query.out_features)  # [B, J]
+        scores = soft_capped(scores / math.sqrt(self.query.out_features), self.softcap)  # [B, J]
         rows = torch.arange(ids.shape[0])
         query_ids = torch.stack([torch.where(lengths - n >= 0, cache.ids[rows, (lengths - n).clamp(min=0)], -2)
                                  for n in range(1, self.ngram + 1)], -1)  # [B, N]

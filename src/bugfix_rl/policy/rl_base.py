@@ -21,7 +21,7 @@ import torch
 from bugfix_rl.algo.sft import sft_train
 from bugfix_rl.checkpoint import CheckpointError, load_checkpoint, load_model_state, model_tensors, save_checkpoint
 from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv
-from bugfix_rl.gym.tasks import OPERAND_POOL, make_tasks, with_renamed_operands
+from bugfix_rl.gym.tasks import OPERAND_POOL, base_task_name, make_tasks, with_renamed_operands
 from bugfix_rl.policy.scripted import NoisyPolicy
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
 from bugfix_rl.policy.tokenizer import Tokenizer, identifier_ids
@@ -31,7 +31,7 @@ from bugfix_rl.rollout.sampler import scripted_episode
 if TYPE_CHECKING:
     from bugfix_rl.console import PhaseProgress
 
-_COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "shared_identifier_embedding")
+COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "copy_softcap", "shared_identifier_embedding")
 
 
 def _nothing(*_) -> None:
@@ -40,7 +40,7 @@ def _nothing(*_) -> None:
 
 def architecture(policy_cfg) -> TinyAgentConfig:
     return TinyAgentConfig(policy_cfg.d_model, policy_cfg.n_layers, policy_cfg.n_heads, policy_cfg.d_ff,
-                           policy_cfg.max_len, **{name: getattr(policy_cfg, name) for name in _COPY_FIELDS})
+                           policy_cfg.max_len, **{name: getattr(policy_cfg, name) for name in COPY_FIELDS})
 
 
 def new_tiny_agent(tokenizer: Tokenizer, arch: TinyAgentConfig) -> TinyAgent:
@@ -86,7 +86,7 @@ def noisy_tools_demonstrations(recipe, tokenizer: Tokenizer, env_cfg, on_episode
             if rng.random() < recipe.p_renamed_operands:
                 task = with_renamed_operands(task, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), f"d{i}")
             memory = [with_renamed_operands(t, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), "m")
-                      for t in rng.sample(tasks, 3) if t.name != task.name.split("~")[0]]
+                      for t in rng.sample(tasks, 3) if t.name != base_task_name(task.name)]
             env = make_env(task, rng.choice(RENAME_POOL))
             demos.append(scripted_episode(NoisyToolsPolicy(rng, memory, **knobs), env, tokenizer))
             on_episode()
@@ -109,7 +109,9 @@ def cache_root(policy_cfg) -> Path:
 def recipe_key(recipe, arch: TinyAgentConfig, tokenizer: Tokenizer, env_fields: dict | None = None) -> str:
     arch_fields = dataclasses.asdict(arch)
     if not arch.copy_head and not arch.shared_identifier_embedding:  # keys of plain TinyAgents stay as before
-        arch_fields = {k: v for k, v in arch_fields.items() if k not in _COPY_FIELDS}
+        arch_fields = {k: v for k, v in arch_fields.items() if k not in COPY_FIELDS}
+    if not (arch.copy_head and arch.copy_softcap):  # keys of bases built before the cap existed stay as before
+        arch_fields.pop("copy_softcap", None)
     blob = json.dumps([dataclasses.asdict(recipe) if dataclasses.is_dataclass(recipe) else dict(recipe),
                        arch_fields, tokenizer.words, torch.__version__] + ([env_fields] if env_fields else []),
                       sort_keys=True)
