@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
 import torch
 
 from bugfix_rl.algo.update import policy_update
@@ -104,13 +105,16 @@ def test_sampler_records_token_in_token_out(rl_base, tokenizer):
     assert metrics["logp_gap"] < 1e-4
 
 
-def test_resume_from_checkpoint_is_bit_identical(tmp_path):
-    """A run stopped after its step-2 checkpoint and resumed from it ends with the same weights."""
+@pytest.mark.parametrize("algo", [{}, {"algo.kl_coef": 0.05, "algo.kl_kind": "k3"}], ids=["no_kl", "kl_in_loss"])
+def test_resume_from_checkpoint_is_bit_identical(tmp_path, algo):
+    """A run stopped after its step-2 checkpoint and resumed from it ends with the same weights; with
+    KL in the loss this needs the resumed run's reference to be the starting policy, not the resumed
+    weights (algo=grpo_kl's KL)."""
     from bugfix_rl.checkpoint import load_checkpoint
 
-    full = small_config(**{"eval.ckpt_every": 2, "steps": 4})
+    full = small_config(**{"eval.ckpt_every": 2, "steps": 4, **algo})
     run_training(full, tmp_path / "full")
-    resumed = small_config(**{"eval.ckpt_every": 2, "steps": 4,
+    resumed = small_config(**{"eval.ckpt_every": 2, "steps": 4, **algo,
                               "resume": str(tmp_path / "full" / "checkpoints" / "step_002.safetensors")})
     run_training(resumed, tmp_path / "resumed")
     a, _ = load_checkpoint(tmp_path / "full" / "checkpoints" / "step_004.safetensors")

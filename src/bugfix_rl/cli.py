@@ -195,13 +195,13 @@ def _guarded(fn):
     def wrapper(cfg):
         from bugfix_rl.policy.chat_template import TokenPathMismatch
         from bugfix_rl.rollout.env_errors import RolloutFailed
-        from bugfix_rl.train import PreflightFailed
+        from bugfix_rl.train import NonFiniteUpdate, PreflightFailed
 
         try:
             return fn(cfg)
         except (UserError, CheckpointError) as err:
             fail(str(err))
-        except (PreflightFailed, TokenPathMismatch, RolloutFailed) as err:
+        except (PreflightFailed, TokenPathMismatch, RolloutFailed, NonFiniteUpdate) as err:
             fail(str(err), EXIT_FAILED)
     return wrapper
 

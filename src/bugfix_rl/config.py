@@ -104,6 +104,7 @@ class PolicyConfig:
     copy_dim: int = 32  # tiny: copy head query/key width
     copy_ngram: int = 3  # tiny: copy head match features over the last n tokens
     copy_softcap: float = 0.0  # tiny: the copy head's learned attention score is capped at +-this (0 = no cap)
+    copy_suffix_match: bool = False  # tiny: copy match features count only an unbroken run of the last n tokens
     shared_identifier_embedding: bool = False  # tiny: operand names enter through one shared embedding
     model: Optional[str] = None  # qwen3: local directory or cached hub id
     allow_download: bool = False  # qwen3: never download weights unless this is set
@@ -143,6 +144,7 @@ class AlgoConfig:
     minibatches: int = 2
     micro_batch_size: int = 0  # rows per gradient-accumulation micro-batch; 0 = whole minibatch
     max_grad_norm: float = 1.0
+    max_nonfinite_skips: int = 3  # optimizer steps in a row skipped for a NaN/inf gradient norm before the run stops
     task_filter: bool = False  # drop tasks whose recent pass rate is 0 or 1 from the step's draw
     curriculum: bool = False  # draw tasks with weight growing as their recent pass rate falls
 
@@ -299,7 +301,7 @@ CHOICES = {
 
 POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "algo.lr", "algo.epochs",
             "algo.minibatches", "algo.max_sample_rounds", "env.max_turns", "threads", "eval.n_val",
-            "eval.n_test", "algo.max_grad_norm", "bench.repeats", "bench.baseline_threads", "cold_start.steps",
+            "eval.n_test", "algo.max_grad_norm", "algo.max_nonfinite_skips", "bench.repeats", "bench.baseline_threads", "cold_start.steps",
             "cold_start.batch_size", "cold_start.demos", "cold_start.rejection_per_task", "cold_start.lr",
             "steps")
 

@@ -17,7 +17,7 @@ from bugfix_rl.evaluate.evaluate import behaviour_stats
 PANELS = {
     "outcome": ("reward", "pass_rate", "exploit"),
     "behaviour": ("reads", "tests", "edits", "turns", "malformed", "failed"),
-    "optimizer": ("entropy", "zero_adv_frac", "approx_kl", "clip_frac", "grad_norm"),
+    "optimizer": ("entropy", "zero_adv_frac", "approx_kl", "clip_frac", "grad_norm", "nonfinite_skips"),
     "consistency": ("logp_gap", "logp_gap_mean", "logp_gap_p99"),
     "staleness": ("staleness_mean", "staleness_max", "tis_truncated_frac"),  # drawn when a run has either
 }

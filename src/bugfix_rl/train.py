@@ -48,13 +48,22 @@ def library_versions() -> dict:
 
 
 def compute_advantages(batch, rollouts, algo, model_len: int) -> None:
-    """Fill batch.advantages from the rewards (shaped by the overlong penalty), group by group."""
+    """Fill batch.advantages from the rewards (shaped by the overlong penalty), group by group.
+
+    A group whose episodes all got the same task reward (8 failures) carries only the shaping's own
+    differences, centred but not divided by their std: divided, length differences of 1-2 tokens
+    in an all-fail group would get advantages of +-0.7 to 2.1, the size of a real success."""
     rewards = batch.rewards.clone()
     if algo.overlong_buffer > 0:
         lengths = torch.tensor([len(t.ids) for t in rollouts.kept])
         rewards = rewards + overlong_penalty(lengths, model_len, algo.overlong_buffer)
     grouped = rewards.view(-1, algo.group_size)  # [groups, G]
-    batch.advantages = ADVANTAGES[algo.adv_mode](grouped, algo.adv_eps).reshape(-1)
+    advantages = ADVANTAGES[algo.adv_mode](grouped, algo.adv_eps)
+    if algo.overlong_buffer > 0:
+        task = torch.tensor([t.reward for t in rollouts.kept], dtype=grouped.dtype).view(-1, algo.group_size)
+        no_task_signal = task.amax(1, keepdim=True) == task.amin(1, keepdim=True)  # [groups, 1]
+        advantages = torch.where(no_task_signal, grouped - grouped.mean(1, keepdim=True), advantages)
+    batch.advantages = advantages.reshape(-1)
 
 
 def apply_kl_in_reward(batch, model, ref_model, algo) -> float:
@@ -77,12 +86,17 @@ class Trainer:
     generation runs up to k steps ahead of the learner (in Ray actors it runs during the update).
     """
 
-    def __init__(self, cfg, model, tokenizer, make_env, generator: torch.Generator):
+    def __init__(self, cfg, model, tokenizer, make_env, generator: torch.Generator, reference=None):
+        """reference: the KL reference, the run's starting policy (after any cold start); a resumed
+        run passes the same one, not its resumed weights. Default: a copy of `model` as it is now."""
         self.cfg, self.algo = cfg, cfg.algo
         self.model, self.tokenizer, self.make_env = model, tokenizer, make_env
         self.generator = generator
         self.tasks = make_tasks("train")
-        self.ref_model = copy.deepcopy(model).eval() if cfg.algo.kl_coef > 0 else None
+        self.ref_model = None
+        if cfg.algo.kl_coef > 0:
+            self.ref_model = (reference if reference is not None else copy.deepcopy(model)).eval()
+        self.nonfinite_streak = 0  # consecutive optimizer steps skipped for a non-finite gradient norm
         make_optimizer = getattr(model, "make_optimizer", None)  # a policy may bring its own (Qwen3: AdamW)
         self.optimizer = (make_optimizer(cfg.algo.lr) if make_optimizer
                           else torch.optim.Adam(model.parameters(), lr=cfg.algo.lr))
@@ -116,9 +130,20 @@ class Trainer:
         grouped = batch.advantages.view(-1, algo.group_size)
         extra["zero_adv_frac"] = float((grouped.abs().max(1).values == 0).float().mean())
         metrics = policy_update(self.model, self.optimizer, batch, algo, self.generator, self.ref_model)
+        self._count_nonfinite(step, metrics)
         t2 = time.perf_counter()
         extra.update(time_sample=t1 - t0, time_update=t2 - t1)
         return dashboard_row(step, rollouts, metrics, extra)
+
+    def _count_nonfinite(self, step: int, metrics: dict) -> None:
+        """Track optimizer steps skipped for a non-finite gradient norm; after algo.max_nonfinite_skips
+        in a row the run stops (the skipped steps left the weights and Adam's state as they were)."""
+        for skipped in metrics.pop("skipped_steps"):
+            self.nonfinite_streak = self.nonfinite_streak + 1 if skipped else 0
+            if self.nonfinite_streak >= self.algo.max_nonfinite_skips:
+                raise NonFiniteUpdate(f"step {step}: {self.nonfinite_streak} optimizer steps in a row had a "
+                                      f"non-finite gradient norm and were skipped "
+                                      f"(algo.max_nonfinite_skips={self.algo.max_nonfinite_skips})")
 
     def close(self) -> None:
         self.pool.close()
@@ -240,7 +265,7 @@ def run_training(cfg, run_dir: Path) -> dict:
                                       + " (set allow_failed_preflight=true to train anyway)")
         torch.manual_seed(cfg.seed)
         generator = torch.Generator().manual_seed(cfg.seed)
-        trainer = Trainer(cfg, model, tokenizer, make_env, generator)
+        trainer = Trainer(cfg, model, tokenizer, make_env, generator, reference=base)
         start = restore_run(cfg.resume, trainer, state) if cfg.resume else 0
         loggers = [JsonlLogger(run_dir / "metrics.jsonl")] if cfg.logger.jsonl else []
         if cfg.logger.wandb:
@@ -280,10 +305,12 @@ def run_training(cfg, run_dir: Path) -> dict:
         write_status(run_dir, "complete", len(state.rows), state.checkpoints[max(state.checkpoints)])
         return result
     except KeyboardInterrupt:
-        saved = [step for step, path in state.checkpoints.items() if path.is_file()]  # not one cut mid-write
-        last = state.checkpoints[max(saved)] if saved else None
+        last = last_saved(state)
         write_status(run_dir, "interrupted", len(state.rows), last)
         raise RunInterrupted(len(state.rows), last) from None
+    except NonFiniteUpdate:
+        write_status(run_dir, "failed", len(state.rows), last_saved(state))
+        raise
     finally:
         try:
             if trainer is not None:
@@ -326,6 +353,10 @@ class PreflightFailed(RuntimeError):
     pass
 
 
+class NonFiniteUpdate(RuntimeError):
+    """Too many optimizer steps in a row had a non-finite gradient norm (the message names the step)."""
+
+
 class RunInterrupted(Exception):
     """Ctrl-C during a run: `steps` training steps were done, `checkpoint` (None if none yet) resumes it."""
 
@@ -335,9 +366,20 @@ class RunInterrupted(Exception):
 
 
 def write_status(run_dir: Path, status: str, step: int, last_checkpoint: Path | None) -> None:
-    """status.json: whether the run finished ("complete") or not ("interrupted"), and where it stands."""
-    (run_dir / "status.json").write_text(json.dumps(
+    """status.json (written atomically): whether the run finished ("complete"), was stopped by Ctrl-C
+    ("interrupted") or by a failed update ("failed"), and where it stands."""
+    import os
+
+    tmp = run_dir / "status.json.tmp"
+    tmp.write_text(json.dumps(
         {"status": status, "step": step, "last_checkpoint": str(last_checkpoint) if last_checkpoint else None}))
+    os.replace(tmp, run_dir / "status.json")
+
+
+def last_saved(state: RunState) -> Path | None:
+    """The newest checkpoint that is complete on disk (not one cut mid-write), or None."""
+    saved = [step for step, path in state.checkpoints.items() if path.is_file()]
+    return state.checkpoints[max(saved)] if saved else None
 
 
 def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env) -> dict:

@@ -51,9 +51,12 @@ def kl_k2(logp: Tensor, ref_logp: Tensor) -> Tensor:
 
 
 def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
-    """k3 = r - 1 - log r (via expm1 for accuracy near r = 1).   [...] -> [...]"""
-    log_r = ref_logp - logp
-    return torch.expm1(log_r) - log_r
+    """k3 = r - 1 - log r (via expm1 for accuracy near r = 1).   [...] -> [...]
+
+    Clamped as verl's low_var_kl: log r to [-20, 20] and k3 to at most 10, so one token that the
+    policy has made far less likely than the reference cannot overflow exp() to inf."""
+    log_r = (ref_logp - logp).clamp(-20.0, 20.0)
+    return (torch.expm1(log_r) - log_r).clamp(max=10.0)
 
 
 KL_ESTIMATORS: dict[str, KLEstimator] = Registry(

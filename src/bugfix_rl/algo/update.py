@@ -8,6 +8,7 @@ minibatch, so splitting a minibatch into micro-batches leaves the gradient uncha
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import torch
@@ -75,12 +76,14 @@ def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None
     if algo.kl_coef > 0 and not algo.kl_in_reward:
         with torch.no_grad():
             ref_logp = token_logprobs(ref_model, mb.ids, algo.temperature, mask=mb.mask).logp
-        kl = KL_ESTIMATORS[algo.kl_kind](out.logp, ref_logp)
+        policy = mask > 0  # KL only where the policy chose the token: an observation token's value may be huge
+        kl = torch.where(policy, KL_ESTIMATORS[algo.kl_kind](torch.where(policy, out.logp, ref_logp), ref_logp), 0.0)
         per_token = per_token + algo.kl_coef * kl
-        stats["kl_ref"] = float((kl.detach() * mask).sum() / mask.sum().clamp_min(1))
+        stats["kl_ref"] = float(kl.detach().sum() / mask.sum().clamp_min(1))
     if algo.entropy_coef > 0:
         per_token = per_token - algo.entropy_coef * out.entropy
-    loss = aggregate(per_token * mask, weights)
+    # where, not multiplication: an inf at a masked position would give inf * 0 = NaN in the loss and its gradient
+    loss = aggregate(torch.where(mask > 0, per_token, 0.0), weights)
     n_tokens = mask.sum().clamp_min(1)
     stats["entropy"] = float((out.entropy.detach() * mask).sum() / n_tokens)
     gap = (out.logp.detach() - mb.old_logp).abs() * mask
@@ -112,7 +115,7 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
     """
     params = [p for p in model.parameters() if p.requires_grad]
     sums: dict[str, float] = {}
-    token_total, first = 0.0, None
+    token_total = 0.0
     grad_norms, first_gaps = [], []
     is_weights, tis_metrics = None, {}
     if algo.tis_cap is not None:
@@ -120,12 +123,14 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
             prox = token_logprobs(model, batch.ids, algo.temperature, mask=batch.mask).logp  # [B, T-1] pi_old
         is_weights, truncated = truncated_is_weights(prox, batch.old_logp, batch.mask, algo.tis_cap, algo.tis_level)
         tis_metrics["tis_truncated_frac"] = truncated
-        first = {"logp_gap": float(((prox - batch.old_logp).abs() * batch.mask).max())}
         first_gaps = [(prox - batch.old_logp).abs()[batch.mask > 0]]  # sampler vs trainer, as without TIS
         batch = dataclasses.replace(batch, old_logp=prox)  # a new Batch: the caller's old_logp stay mu
+    skipped_steps: list[bool] = []  # per optimizer step: skipped for a non-finite gradient norm
     for _epoch in range(algo.epochs):
         order = torch.randperm(len(batch), generator=generator)
-        for rows in order.chunk(algo.minibatches):
+        for rows in order.tensor_split(algo.minibatches):  # exactly `minibatches` parts (chunk() may give fewer)
+            if not len(rows):  # fewer rows than minibatches (a filtered batch): nothing to step on
+                continue
             mb = batch.rows(rows)
             weights = AGGREGATIONS[algo.loss_mode](mb.mask, algo.norm_const)
             mb_is_weights = None if is_weights is None else is_weights[rows]
@@ -143,10 +148,8 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
                         loss.backward()
                         backward_rows += len(piece)
                     gaps = stats.pop("logp_gap_tokens", None)
-                    if not grad_norms and gaps is not None and is_weights is None:  # first minibatch: nothing moved yet
+                    if not skipped_steps and gaps is not None and is_weights is None:  # first minibatch: nothing moved yet
                         first_gaps.append(gaps)
-                    if first is None:
-                        first = {"logp_gap": stats["logp_gap"]}
                     for key, value in stats.items():
                         if key != "logp_gap":
                             sums[key] = sums.get(key, 0.0) + value * (stats["tokens"] if key != "tokens" else 1)
@@ -154,19 +157,26 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
             if not backward_rows:  # every row skipped: the exact gradient is 0, and the optimizer still steps
                 for p in params:
                     p.grad = torch.zeros_like(p)
-            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, algo.max_grad_norm)))
-            optimizer.step()
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, algo.max_grad_norm))
+            finite = math.isfinite(grad_norm)
+            if finite:  # a NaN/inf step would poison the weights and Adam's moments for good
+                optimizer.step()
+                grad_norms.append(grad_norm)
+            skipped_steps.append(not finite)
     metrics = {k: v / max(token_total, 1.0) for k, v in sums.items() if k != "tokens"}
     metrics.update(tis_metrics)
-    metrics["grad_norm"] = sum(grad_norms) / len(grad_norms)
-    metrics.update(first or {"logp_gap": 0.0})
+    metrics["grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else float("nan")
+    metrics["nonfinite_skips"] = float(sum(skipped_steps))
+    metrics["skipped_steps"] = skipped_steps  # a list: the trainer pops it to count skips in a row
     metrics.update(gap_summary(first_gaps))
     return metrics
 
 
 def gap_summary(gaps: list[torch.Tensor]) -> dict[str, float]:
-    """Mean and 99th percentile of |trainer - sampler| log-prob over the policy tokens measured."""
+    """Max, mean and 99th percentile of |trainer - sampler| log-prob over the policy tokens measured
+    (the whole first minibatch, before any parameter moved; with TIS the whole batch)."""
     values = torch.cat(gaps).float() if gaps else torch.zeros(0)
     if not len(values):
-        return {"logp_gap_mean": 0.0, "logp_gap_p99": 0.0}
-    return {"logp_gap_mean": float(values.mean()), "logp_gap_p99": float(torch.quantile(values, 0.99))}
+        return {"logp_gap": 0.0, "logp_gap_mean": 0.0, "logp_gap_p99": 0.0}
+    return {"logp_gap": float(values.max()), "logp_gap_mean": float(values.mean()),
+            "logp_gap_p99": float(torch.quantile(values, 0.99))}

@@ -37,6 +37,7 @@ def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Gene
     logp = torch.log_softmax(logits / temperature, dim=-1)  # [B, V]
     cdf = logp.exp().cumsum(-1)
     u = torch.rand(logits.shape[0], 1, generator=generator) * cdf[:, -1:]
+    u = u.clamp_min(torch.finfo(cdf.dtype).tiny)  # a draw of exactly 0 would pick a leading zero-probability token
     ids = torch.searchsorted(cdf, u).clamp_(max=logits.shape[-1] - 1)  # [B, 1]
     return ids.squeeze(1), logp.gather(1, ids).squeeze(1)
 
