@@ -115,6 +115,33 @@ def test_a_full_match_outweighs_any_learned_preference_under_the_cap():
     assert winners == {0.0: 9, 3.0: 11}
 
 
+def test_suffix_match_by_hand():
+    """`( 0 ,` (most recent first: `,` `0` `(`) against a candidate after `( level ,`: offsets 1 and 3
+    agree, so offsets score w1 + w3, while a suffix match stops at the first disagreement (w1)."""
+    from bugfix_rl.policy.copy_head import match_scores
+
+    comma, zero, paren, level = 7, 8, 9, 10
+    query = torch.tensor([[comma, zero, paren]])  # [Q=1, N=3]
+    candidates = torch.tensor([[comma, level, paren],   # after `( level ,`
+                               [comma, zero, paren],    # after `( 0 ,`: the full match
+                               [level, zero, paren]])   # after `( 0 level`: no run from the last token
+    weights = torch.tensor([3.0, 2.5, 3.5])
+    assert match_scores(query, candidates, weights).tolist() == [[6.5, 9.0, 6.0]]
+    assert match_scores(query, candidates, weights, suffix=True).tolist() == [[3.0, 9.0, 0.0]]
+
+
+@pytest.mark.parametrize("suffix", [False, True])
+def test_cached_steps_equal_the_full_pass_with_either_match(suffix):
+    model = _copy_agent()
+    model.copy.suffix_match = suffix
+    ids = torch.randint(4, 9, (2, 20), generator=torch.Generator().manual_seed(2))  # 5 ids: many partial matches
+    full = model(ids)
+    cache = model.new_cache(2)
+    for t in range(ids.shape[1]):
+        out = model.forward_step(ids[:, t:t + 1], torch.tensor([1, 1]), cache)
+        torch.testing.assert_close(out, full[:, t], atol=1e-5, rtol=1e-5)
+
+
 def test_shared_identifier_embedding_hides_which_name():
     model = _copy_agent()
     a, b = torch.tensor([[5, 10, 7]]), torch.tensor([[5, 12, 7]])
@@ -259,7 +286,10 @@ def test_the_soft_cap_keeps_old_base_keys_and_changes_new_ones():
     key = recipe_key(cfg.policy.tools_base, architecture(cfg.policy), tokenizer, env_fields)
     assert key == "167575b5ea8a5eb9"  # the key of the tools base before copy_softcap (torch 2.13.0)
     cfg.policy.copy_softcap = 6.0
-    assert recipe_key(cfg.policy.tools_base, architecture(cfg.policy), tokenizer, env_fields) != key
+    capped = recipe_key(cfg.policy.tools_base, architecture(cfg.policy), tokenizer, env_fields)
+    assert capped != key
+    cfg.policy.copy_suffix_match = True
+    assert recipe_key(cfg.policy.tools_base, architecture(cfg.policy), tokenizer, env_fields) not in (key, capped)
 
 
 def test_a_checkpoint_loads_only_with_the_copy_head_it_was_trained_with(tmp_path):

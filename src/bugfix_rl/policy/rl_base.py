@@ -31,7 +31,8 @@ from bugfix_rl.rollout.sampler import scripted_episode
 if TYPE_CHECKING:
     from bugfix_rl.console import PhaseProgress
 
-COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "copy_softcap", "shared_identifier_embedding")
+COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "copy_softcap", "copy_suffix_match",
+               "shared_identifier_embedding")
 
 
 def _nothing(*_) -> None:
@@ -110,8 +111,9 @@ def recipe_key(recipe, arch: TinyAgentConfig, tokenizer: Tokenizer, env_fields: 
     arch_fields = dataclasses.asdict(arch)
     if not arch.copy_head and not arch.shared_identifier_embedding:  # keys of plain TinyAgents stay as before
         arch_fields = {k: v for k, v in arch_fields.items() if k not in COPY_FIELDS}
-    if not (arch.copy_head and arch.copy_softcap):  # keys of bases built before the cap existed stay as before
-        arch_fields.pop("copy_softcap", None)
+    for switch in ("copy_softcap", "copy_suffix_match"):  # keys of bases built before a switch existed stay
+        if not (arch.copy_head and getattr(arch, switch)):
+            arch_fields.pop(switch, None)
     blob = json.dumps([dataclasses.asdict(recipe) if dataclasses.is_dataclass(recipe) else dict(recipe),
                        arch_fields, tokenizer.words, torch.__version__] + ([env_fields] if env_fields else []),
                       sort_keys=True)

@@ -38,6 +38,7 @@ class TinyAgentConfig:
     copy_dim: int = 32  # width of the copy head's query/key
     copy_ngram: int = 3  # match features: the copied token's 1..n predecessors equal the last n tokens
     copy_softcap: float = 0.0  # the copy head's learned attention score is capped at +-this (0 = no cap)
+    copy_suffix_match: bool = False  # match features count only an unbroken run of the last n tokens
     shared_identifier_embedding: bool = False  # operand names share one input embedding
 
 
@@ -97,7 +98,8 @@ class TinyAgent(nn.Module):
         self.position_embedding = nn.Embedding(cfg.max_len, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
-        self.copy = CopyHead(cfg.d_model, cfg.copy_dim, cfg.copy_ngram, cfg.copy_softcap) if cfg.copy_head else None
+        self.copy = (CopyHead(cfg.d_model, cfg.copy_dim, cfg.copy_ngram, cfg.copy_softcap, cfg.copy_suffix_match)
+                     if cfg.copy_head else None)
         if cfg.shared_identifier_embedding:
             if not identifier_ids:
                 raise ValueError("shared_identifier_embedding needs the vocabulary's identifier ids")
