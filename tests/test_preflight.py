@@ -18,7 +18,7 @@ import torch
 from omegaconf import OmegaConf
 
 from bugfix_rl import cli, preflight
-from bugfix_rl.algo import objective
+from bugfix_rl.algo import objective, update
 from bugfix_rl.algo.objective import AGGREGATIONS
 from bugfix_rl.algo.update import policy_update, token_logprobs
 from bugfix_rl.config import TrainConfig
@@ -120,20 +120,63 @@ def test_advantages_not_centred(first):
 
 
 def test_padding_leaks_into_the_loss(first, monkeypatch):
-    def loss_over_every_position(model, mb, weights, algo, ref_model=None, *args, **kwargs):
-        logp = token_logprobs(model, mb.ids, algo.temperature).logp  # [B, T-1]
-        loss = -(mb.advantages[:, None] * logp).mean()  # averages pad positions in too
-        return loss, {"tokens": float(mb.mask.sum()), "entropy": 0.0, "logp_gap": 0.0}
+    real = update.minibatch_loss
 
-    monkeypatch.setattr(preflight, "minibatch_loss", loss_over_every_position)
+    def loss_over_every_position(model, mb, weights, algo, ref_model=None, is_weights=None):
+        loss, stats = real(model, mb, weights, algo, ref_model, is_weights)
+        logp = token_logprobs(model, mb.ids, algo.temperature).logp  # [B, T-1]
+        return loss - 1e-3 * logp.mean(), stats  # averages pad positions in too
+
+    monkeypatch.setattr(update, "minibatch_loss", loss_over_every_position)  # the trainer's own loss
     assert PADDING in failures(first)
 
 
-def test_per_micro_batch_normaliser(first):
-    def per_micro_batch(batch, rows, part):
-        return AGGREGATIONS[first.cfg.algo.loss_mode](part.mask, first.cfg.algo.norm_const)  # own token count
+def test_per_micro_batch_normaliser(first, monkeypatch):
+    real = update.minibatch_loss
 
-    assert failures(first, weights_fn=per_micro_batch) == {ACCUMULATED}
+    def own_token_count(model, mb, weights, algo, *args):  # each micro-batch normalised by its own tokens
+        return real(model, mb, AGGREGATIONS[algo.loss_mode](mb.mask, algo.norm_const), algo, *args)
+
+    monkeypatch.setattr(update, "minibatch_loss", own_token_count)  # the trainer's own update path
+    assert failures(first) == {ACCUMULATED}
+
+
+def test_micro_batches_that_drop_rows(first, monkeypatch):
+    real = update.micro_batches
+
+    def last_rows_dropped(batch, size):
+        parts = list(real(batch, size))
+        return parts[:-1] if len(parts) > 1 else parts
+
+    monkeypatch.setattr(update, "micro_batches", last_rows_dropped)
+    assert ACCUMULATED in failures(first)
+
+
+def test_advantage_stage_that_skips_the_centring(first, monkeypatch):
+    from bugfix_rl import train
+
+    def raw_rewards(batch, trajectories, algo, model_len):
+        batch.advantages = batch.rewards.clone()
+
+    monkeypatch.setattr(train, "compute_advantages", raw_rewards)  # the step's own advantage stage
+    _, batch = first_batch(first.model, first.tokenizer, first.make_env, first.cfg.algo, seed=0)
+    assert CENTRED in failures(first, batch=batch)
+
+
+def test_sampler_that_ignores_a_temperature_below_one(first, monkeypatch):
+    """Trained at 1.0, such a sampler agrees with the trainer on the first batch; the second
+    temperature preflight samples at shows it."""
+    from bugfix_rl.rollout import sampler
+
+    real = sampler.sample_token
+    monkeypatch.setattr(sampler, "sample_token", lambda logits, temperature, generator: real(logits, 1.0, generator))
+    _, other = first_batch(first.model, first.tokenizer, first.make_env, first.cfg.algo, seed=0, temperature=0.7,
+                           tasks=1)
+    assert failures(first, other_temperature=(other, 0.7)) == {SAMPLER}
+    monkeypatch.undo()
+    _, other = first_batch(first.model, first.tokenizer, first.make_env, first.cfg.algo, seed=0, temperature=0.7,
+                           tasks=1)
+    assert failures(first, other_temperature=(other, 0.7)) == set()
 
 
 def test_old_logprobs_recomputed_after_the_step(first):
@@ -158,8 +201,9 @@ def test_update_that_does_nothing(first):
     def no_step(model, optimizer, batch, algo, generator, ref_model=None):
         return {}
 
-    # measured from the trainer's own log-probs, not the sampler's (whose ~1e-6 gap once let it pass)
-    assert failures(first, update_fn=no_step) == {FROZEN, DIRECTION, KL}
+    # measured from the trainer's own log-probs, not the sampler's (whose ~1e-6 gap once let it pass); an
+    # update that builds no ratio and takes no step cannot pass checks 3 and 6 either
+    assert failures(first, update_fn=no_step) == {RATIO, ACCUMULATED, FROZEN, DIRECTION, KL}
 
 
 def test_reference_is_the_learner_itself(first):
@@ -271,3 +315,20 @@ def test_preflight_command_covers_ray_workers_and_staleness(tmp_path, capsys):
               f"hydra.run.dir={tmp_path}"])
     out = capsys.readouterr().out
     assert "all 11 checks hold" in out and PUBLISHED in out and STALE in out
+
+
+def test_a_policy_that_never_succeeds_gets_constructed_rewards_not_a_failure(tmp_path):
+    """A scratch policy succeeds nowhere, so no batch drawn has a learning signal: the update checks run
+    on constructed rewards through the real advantage stage, pass, and say so (they used to FAIL with
+    value 0, reporting a trainer failure nobody observed)."""
+    cfg = train_config(prompts_per_step=2, group_size=4)
+    cfg.policy.init = "scratch"
+    tokenizer = build_tokenizer_for(cfg)
+    model = build_policy(cfg.policy, tokenizer, init="scratch")
+    make_env, close_env = make_env_factory(cfg.env)
+    try:
+        checks = preflight.run_preflight(cfg, model, tokenizer, make_env)
+    finally:
+        close_env()
+    assert {name for name, c in checks.items() if not c["ok"]} == set()
+    assert {name for name, c in checks.items() if c.get("note")} == set(preflight.CONSTRUCTED)

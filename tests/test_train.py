@@ -93,7 +93,7 @@ def test_sampler_records_token_in_token_out(rl_base, tokenizer):
                             torch.Generator().manual_seed(0))
     assert len(rollouts.kept) == cfg.algo.group_size * cfg.algo.prompts_per_step
     batch = collate(rollouts.kept)
-    compute_advantages(batch, rollouts, cfg.algo, rl_base.cfg.max_len)
+    compute_advantages(batch, rollouts.kept, cfg.algo, rl_base.cfg.max_len)
     for row, traj in enumerate(rollouts.kept):
         # every policy token carries the log-prob it was sampled with; observation tokens carry none
         assert all(lp <= 0 for lp, m in zip(traj.sampler_logp, traj.policy_mask) if m)

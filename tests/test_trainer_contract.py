@@ -187,7 +187,7 @@ def test_overlong_shaping_does_not_inflate_an_all_fail_group():
     lengths = [250, 251, 250, 252, 251, 250, 252, 251]  # max_len 256: all inside the buffer
     kept = [SimpleNamespace(ids=[0] * n, reward=0.0) for n in lengths]
     batch = SimpleNamespace(rewards=torch.zeros(8))
-    compute_advantages(batch, SimpleNamespace(kept=kept), algo, model_len=256)
+    compute_advantages(batch, kept, algo, model_len=256)
     assert batch.advantages.abs().max() < 0.1  # a penalty step of 1/16 per token, centred
     assert batch.advantages.sum().abs() < 1e-6
     longest = torch.tensor(lengths) == 252
@@ -195,7 +195,7 @@ def test_overlong_shaping_does_not_inflate_an_all_fail_group():
     # a group with a success keeps GRPO's normalisation
     kept[0].reward = 1.0
     batch = SimpleNamespace(rewards=torch.tensor([1.0] + [0.0] * 7))
-    compute_advantages(batch, SimpleNamespace(kept=kept), algo, model_len=256)
+    compute_advantages(batch, kept, algo, model_len=256)
     assert batch.advantages[0] > 2.0
 
 

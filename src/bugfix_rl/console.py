@@ -43,8 +43,12 @@ class TrainConsole:
         for column in ("", "check", "value", "bound"):
             table.add_column(column)
         for name, c in checks.items():
-            table.add_row("pass" if c["ok"] else "[red]FAIL[/red]", name, f"{c['value']:.3g}", c["bound"])
+            table.add_row("pass" if c["ok"] else "[red]FAIL[/red]", name + (" *" if c.get("note") else ""),
+                          f"{c['value']:.3g}", c["bound"])
         self.print(table)
+        notes = sorted({c["note"] for c in checks.values() if c.get("note")})
+        for note in notes:
+            self.print(f"* {note}")
 
     @contextmanager
     def progress(self, total: int, start: int = 0):

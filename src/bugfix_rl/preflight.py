@@ -5,11 +5,16 @@ first batch is sampled through the configured pool (so check 2 compares the work
 the trainer's), and two more checks cover that path (POOL_BOUNDS): weights published after an
 update sample exactly like the learner, and a batch one version stale gets importance weights != 1.
 
-Each check computes its value from the pipeline's real parts (sampler, collate, advantages, update)
-and compares it with a bound. They run on a copy of the policy, so preflight never changes the run.
-`check_batch` takes its parts as arguments, so a test can hand it a deliberately broken one (shifted
-mask, mismatched temperature, recomputed old log-probs, per-micro-batch normaliser, ...) and see the
-guard fire.
+Each check runs the functions training calls: the sampler (also at a second temperature), collate,
+the step's advantage stage (`train.advantage_stage`: KL-in-reward and overlong shaping, group
+advantages) and `policy_update` with the configured minibatches and micro-batching. They run on
+copies of the policy, so preflight never changes the run. A test breaks the real code (a
+monkeypatched loss, ratio, sampler or update) and sees the check fire; `check_batch` also takes the
+update and reference as arguments.
+
+A check never reports a failure it did not observe: when no batch drawn has a group whose rewards
+differ, the first batch gets constructed rewards (the first episode of each group 1, the rest 0)
+and runs through the same advantage stage, and the checks that use them say so.
 """
 
 from __future__ import annotations
@@ -20,9 +25,8 @@ from typing import Callable
 
 import torch
 
-from bugfix_rl.algo.advantages import ADVANTAGES
 from bugfix_rl.algo.objective import AGGREGATIONS, KL_ESTIMATORS
-from bugfix_rl.algo.update import minibatch_loss, policy_update, token_logprobs
+from bugfix_rl.algo.update import policy_update, token_logprobs
 from bugfix_rl.rollout.trajectory import Batch, Trajectory, collate
 
 BOUNDS = {
@@ -71,28 +75,49 @@ def _flat_grad(model) -> torch.Tensor:
                       for p in model.parameters()])
 
 
-def _one_pass_vs_accumulated(model, batch: Batch, algo, weights_fn: Callable, ref_model=None) -> float:
-    """Max |grad(one pass) - grad(4 micro-batches)| relative to the gradient's scale."""
-    model.zero_grad(set_to_none=True)
-    loss, _ = minibatch_loss(model, batch, AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const), algo,
-                             ref_model)
-    loss.backward()
-    one_pass = _flat_grad(model).clone()
-    model.zero_grad(set_to_none=True)
-    for rows in torch.arange(len(batch)).chunk(4):
-        part = batch.rows(rows)
-        loss, _ = minibatch_loss(model, part, weights_fn(batch, rows, part), algo, ref_model)
-        loss.backward()
-    accumulated = _flat_grad(model)
-    model.zero_grad(set_to_none=True)
-    return float((one_pass - accumulated).abs().max() / one_pass.abs().max().clamp_min(1e-12))
+class GradientRecorder:
+    """Stands in for the optimizer inside `policy_update`: records each step's gradient, moves nothing."""
+
+    def __init__(self, model):
+        self.model, self.steps = model, []
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.model.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        self.steps.append(_flat_grad(self.model).clone())
 
 
-def global_weights(algo) -> Callable:
-    """The correct normaliser: weights computed once on the whole minibatch, then sliced."""
-    def weights(batch: Batch, rows, part: Batch) -> torch.Tensor:
-        return AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)[rows]
-    return weights
+def _recorded_update(model, batch: Batch, algo, update_fn: Callable, reference, **changes) -> tuple[list, dict]:
+    """One epoch of `update_fn` (the real policy_update) on copies, with the optimizer replaced by a
+    GradientRecorder and no gradient clipping: (the gradient of each optimizer step, its metrics)."""
+    probe = copy.deepcopy(model)
+    recorder = GradientRecorder(probe)
+    algo = dataclasses.replace(algo, epochs=1, max_grad_norm=float("inf"), **changes)
+    metrics = update_fn(probe, recorder, copy.deepcopy(batch), algo, torch.Generator().manual_seed(0), reference)
+    return recorder.steps, metrics or {}
+
+
+def _one_pass_vs_accumulated(model, batch: Batch, algo, update_fn: Callable, reference) -> float:
+    """Max |grad(one pass) - grad(micro-batches)| relative to the gradient's scale, through the real
+    update: one minibatch, micro_batch_size 0 against the configured size (a quarter of the batch
+    when none is configured, so accumulation is always exercised)."""
+    micro = algo.micro_batch_size if 0 < algo.micro_batch_size < len(batch) else max(1, -(-len(batch) // 4))
+    one_pass, _ = _recorded_update(model, batch, algo, update_fn, reference, minibatches=1, micro_batch_size=0)
+    accumulated, _ = _recorded_update(model, batch, algo, update_fn, reference, minibatches=1,
+                                      micro_batch_size=micro)
+    if len(one_pass) != 1 or len(accumulated) != 1:
+        return float("inf")  # the update did not take exactly one step on one minibatch
+    return float((one_pass[0] - accumulated[0]).abs().max() / one_pass[0].abs().max().clamp_min(1e-12))
+
+
+def _ratio_before_any_step(model, batch: Batch, algo, update_fn: Callable, reference) -> float:
+    """max(approx_kl, clip_frac) over every minibatch of the real update while nothing moves: the
+    PPO ratio it builds (RATIOS, the TIS anchor, micro-batch trimming) must be 1 on every policy token."""
+    _, metrics = _recorded_update(model, batch, algo, update_fn, reference)
+    if "approx_kl" not in metrics:
+        return float("inf")  # nothing measured: the update never built a ratio
+    return max(metrics["approx_kl"], metrics["clip_frac"])
 
 
 def frozen_reference(model):
@@ -101,13 +126,18 @@ def frozen_reference(model):
 
 
 def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, tokenizer, max_action_tokens: int,
-                update_fn: Callable = policy_update, weights_fn: Callable | None = None,
-                make_reference: Callable = frozen_reference) -> dict[str, dict]:
+                update_fn: Callable | None = None, make_reference: Callable = frozen_reference,
+                other_temperature: tuple[Batch, float] | None = None) -> dict[str, dict]:
     """Run the nine checks on one collated first batch (advantages filled). Returns name -> verdict.
 
+    update_fn: the update (default: `policy_update` as training calls it, looked up at call time);
     make_reference(learner) gives the KL reference of the update in checks 7-9 (injectable, so a test
-    can hand it the learner itself and see check 9 fire).
+    can hand it the learner itself and see check 9 fire); other_temperature: a batch sampled at another
+    temperature and that temperature, which check 2 also scores.
     """
+    from bugfix_rl.algo import update as update_module
+
+    update_fn = update_fn or update_module.policy_update
     checks = {}
     algo_kl = dataclasses.replace(algo, kl_coef=0.1, kl_in_reward=False) if dataclasses.is_dataclass(algo) else algo
     # 1. the mask is exactly the policy's tokens, aligned with ids[:, 1:]
@@ -124,12 +154,12 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
         logp = token_logprobs(model, batch.ids, algo.temperature, mask=batch.mask).logp
     on_mask = batch.mask > 0
     gap = float((logp - batch.old_logp).abs()[on_mask].max())
+    if other_temperature is not None:  # a sampler or trainer that ignores the temperature shows here
+        other, temperature = other_temperature
+        with torch.no_grad():
+            other_logp = token_logprobs(model, other.ids, temperature, mask=other.mask).logp
+        gap = max(gap, float((other_logp - other.old_logp).abs()[other.mask > 0].max()))
     checks["sampler = trainer log-prob"] = _verdict("sampler = trainer log-prob", gap)
-    from bugfix_rl.algo.objective import RATIOS
-
-    ratio = RATIOS[algo.ratio_level](logp, batch.old_logp, batch.mask).exp()
-    checks["ratio = 1 before any step"] = _verdict("ratio = 1 before any step",
-                                                   float((ratio - 1).abs()[on_mask].max()))
     # 4. group advantages are centred
     group_means = batch.advantages.view(-1, algo.group_size).mean(1)
     checks["group advantage mean = 0"] = _verdict("group advantage mean = 0", float(group_means.abs().max()))
@@ -144,16 +174,19 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     with torch.no_grad():
         sub = batch.rows(rows)
         sub_weights = weights[rows][:, : sub.mask.shape[1]]
-        loss, _ = minibatch_loss(model, sub, sub_weights, algo, reference)
+        loss, _ = update_module.minibatch_loss(model, sub, sub_weights, algo, reference)  # the trainer's loss
         noise = torch.randint(4, tokenizer.vocab_size, (len(sub), extra), generator=torch.Generator().manual_seed(0))
         zeros = torch.zeros(len(sub), extra)
         padded = Batch(torch.cat([sub.ids, noise], 1), torch.cat([sub.mask, zeros], 1),
                        torch.cat([sub.old_logp, zeros], 1), sub.rewards, sub.groups, sub.advantages, sub.pad_id)
-        padded_loss, _ = minibatch_loss(model, padded, torch.cat([sub_weights, zeros], 1), algo, reference)
+        padded_loss, _ = update_module.minibatch_loss(model, padded, torch.cat([sub_weights, zeros], 1), algo,
+                                                      reference)
     checks["loss invariant to padding"] = _verdict("loss invariant to padding", abs(float(loss - padded_loss)))
-    # 6. gradient accumulation over micro-batches equals the one-pass gradient
-    probe = copy.deepcopy(model)
-    accumulated = _one_pass_vs_accumulated(probe, batch, algo, weights_fn or global_weights(algo), reference)
+    # 3. the update's own ratio is 1 everywhere while no parameter has moved
+    checks["ratio = 1 before any step"] = _verdict("ratio = 1 before any step",
+                                                   _ratio_before_any_step(model, batch, algo, update_fn, reference))
+    # 6. gradient accumulation over micro-batches equals the one-pass gradient, in the real update
+    accumulated = _one_pass_vs_accumulated(model, batch, algo, update_fn, reference)
     checks["accumulated = one-pass gradient"] = _verdict("accumulated = one-pass gradient", accumulated)
     # 7-9. one real update (with a KL term so the reference check has something to measure)
     optimizer = torch.optim.Adam(learner.parameters(), lr=algo.lr)
@@ -175,24 +208,42 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     checks["update raises log pi where A > 0"] = _verdict("update raises log pi where A > 0", corr)
     kl = float((KL_ESTIMATORS["k3"](new_logp, ref_logp) * batch.mask).sum() / batch.mask.sum())
     checks["KL to reference > 0 after a step"] = _verdict("KL to reference > 0 after a step", kl)
-    return checks
+    return {name: checks[name] for name in BOUNDS}  # in the documented order
 
 
-def first_batch(model, tokenizer, make_env, algo, seed: int = 0, temperature: float | None = None, pool=None):
-    """The first training batch: trajectories and the collated batch with advantages.
+def first_batch(model, tokenizer, make_env, algo, seed: int = 0, temperature: float | None = None, pool=None,
+                tasks: int | None = None):
+    """The first training batch: trajectories and the collated batch, its advantages filled by the
+    step's own advantage stage (`train.advantage_stage`).
 
-    pool: the rollout pool to sample through (rollout/pool.py); default the inline sampler."""
+    pool: the rollout pool to sample through (rollout/pool.py); default the inline sampler.
+    tasks: how many training tasks (default algo.prompts_per_step)."""
     from bugfix_rl.gym.tasks import make_tasks
     from bugfix_rl.rollout.pool import InlinePool
 
-    tasks = make_tasks("train")[: algo.prompts_per_step]
+    chosen = make_tasks("train")[: tasks or algo.prompts_per_step]
     generator = torch.Generator().manual_seed(seed)
     temp = algo.temperature if temperature is None else temperature
     pool = pool or InlinePool(model, tokenizer, make_env)
-    trajectories = pool.result(pool.submit(tasks, algo.group_size, temp, generator))
-    batch = collate(trajectories, tokenizer.pad_id)
-    batch.advantages = ADVANTAGES[algo.adv_mode](batch.rewards.view(-1, algo.group_size), algo.adv_eps).reshape(-1)
-    return trajectories, batch
+    trajectories = pool.result(pool.submit(chosen, algo.group_size, temp, generator))
+    return trajectories, advantaged_batch(model, trajectories, algo, tokenizer.pad_id)
+
+
+def advantaged_batch(model, trajectories: list[Trajectory], algo, pad_id: int) -> Batch:
+    from bugfix_rl.train import advantage_stage
+
+    batch = collate(trajectories, pad_id)
+    needs_reference = algo.kl_coef > 0 and algo.kl_in_reward
+    advantage_stage(batch, trajectories, algo, model, frozen_reference(model) if needs_reference else None)
+    return batch
+
+
+def with_constructed_rewards(model, trajectories: list[Trajectory], algo, pad_id: int):
+    """No batch had a learning signal: the first episode of each group gets reward 1, the others 0,
+    and the batch goes through the real advantage stage, so checks 4 and 7-9 have material."""
+    trajectories = [dataclasses.replace(t, reward=1.0 if i % algo.group_size == 0 else 0.0)
+                    for i, t in enumerate(trajectories)]
+    return trajectories, advantaged_batch(model, trajectories, algo, pad_id)
 
 
 def check_pool(pool, model, trajectories: list[Trajectory], batch: Batch, algo, tokenizer, max_staleness: int,
@@ -232,15 +283,18 @@ def check_pool(pool, model, trajectories: list[Trajectory], batch: Batch, algo, 
 
 
 SIGNAL_ATTEMPTS = 4
+CONSTRUCTED = ("group advantage mean = 0", "old_logp frozen in the update", "update raises log pi where A > 0",
+               "KL to reference > 0 after a step")
 
 
 def run_preflight(cfg, model, tokenizer, make_env) -> dict[str, dict]:
     """The nine checks on the first batch that carries a learning signal (plus the pool's two when
     rollout.workers > 0 or rollout.max_staleness > 0).
 
-    The update checks (7-9) need at least one group whose rewards differ; when the first batch has
-    none, up to SIGNAL_ATTEMPTS batches (seeds seed, seed+1, ...) are drawn, and if none has signal the
-    checks run anyway on the last one and fail: a policy that never succeeds cannot be trained.
+    The update checks need at least one group whose rewards differ: up to SIGNAL_ATTEMPTS batches
+    (seeds seed, seed+1, ...) are drawn; when none has signal, the first gets constructed rewards
+    (`with_constructed_rewards`) and the checks that use them carry a note saying so. Check 2 also
+    scores one group sampled at a second temperature (0.7, or 1.0 when training at 0.7).
     """
     from bugfix_rl.rollout.pool import make_pool
 
@@ -251,13 +305,26 @@ def run_preflight(cfg, model, tokenizer, make_env) -> dict[str, dict]:
         if with_pool:
             pool = make_pool(cfg, model, tokenizer, make_env)
             pool.set_weights(model, 0)
+        drawn = []
         for attempt in range(SIGNAL_ATTEMPTS):
             trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=cfg.seed + attempt,
                                               pool=pool)
+            drawn.append((trajectories, batch))
             if bool((batch.advantages != 0).any()):
                 break
+        constructed = not bool((batch.advantages != 0).any())
+        if constructed:
+            trajectories, batch = with_constructed_rewards(model, drawn[0][0], cfg.algo, tokenizer.pad_id)
+        other_temperature = 0.7 if cfg.algo.temperature != 0.7 else 1.0
+        _, other = first_batch(model, tokenizer, make_env, cfg.algo, seed=cfg.seed, temperature=other_temperature,
+                               tasks=1)
         max_action_tokens = make_env(make_first_task(), None).max_action_tokens
-        checks = check_batch(model, trajectories, batch, cfg.algo, tokenizer, max_action_tokens)
+        checks = check_batch(model, trajectories, batch, cfg.algo, tokenizer, max_action_tokens,
+                             other_temperature=(other, other_temperature))
+        if constructed:
+            for name in CONSTRUCTED:
+                checks[name]["note"] = (f"constructed rewards: none of {SIGNAL_ATTEMPTS} batches drawn had a group "
+                                        f"whose rewards differed")
         if pool is not None:
             checks.update(check_pool(pool, model, trajectories, batch, cfg.algo, tokenizer, rollout.max_staleness,
                                      cfg.seed))

@@ -47,7 +47,17 @@ def library_versions() -> dict:
     return {"python": platform.python_version(), "torch": torch.__version__, "hydra": hydra.__version__}
 
 
-def compute_advantages(batch, rollouts, algo, model_len: int) -> None:
+def advantage_stage(batch, trajectories, algo, model, ref_model=None) -> dict:
+    """What a step does between collating and updating (preflight runs the same): KL-in-reward
+    shaping when configured, then the group advantages. Returns its dashboard metrics."""
+    extra = {}
+    if algo.kl_coef > 0 and algo.kl_in_reward:
+        extra["kl_reward"] = apply_kl_in_reward(batch, model, ref_model, algo)
+    compute_advantages(batch, trajectories, algo, model.cfg.max_len)
+    return extra
+
+
+def compute_advantages(batch, trajectories, algo, model_len: int) -> None:
     """Fill batch.advantages from the rewards (shaped by the overlong penalty), group by group.
 
     A group whose episodes all got the same task reward (8 failures) carries only the shaping's own
@@ -55,12 +65,12 @@ def compute_advantages(batch, rollouts, algo, model_len: int) -> None:
     in an all-fail group would get advantages of +-0.7 to 2.1, the size of a real success."""
     rewards = batch.rewards.clone()
     if algo.overlong_buffer > 0:
-        lengths = torch.tensor([len(t.ids) for t in rollouts.kept])
+        lengths = torch.tensor([len(t.ids) for t in trajectories])
         rewards = rewards + overlong_penalty(lengths, model_len, algo.overlong_buffer)
     grouped = rewards.view(-1, algo.group_size)  # [groups, G]
     advantages = ADVANTAGES[algo.adv_mode](grouped, algo.adv_eps)
     if algo.overlong_buffer > 0:
-        task = torch.tensor([t.reward for t in rollouts.kept], dtype=grouped.dtype).view(-1, algo.group_size)
+        task = torch.tensor([t.reward for t in trajectories], dtype=grouped.dtype).view(-1, algo.group_size)
         no_task_signal = task.amax(1, keepdim=True) == task.amin(1, keepdim=True)  # [groups, 1]
         advantages = torch.where(no_task_signal, grouped - grouped.mean(1, keepdim=True), advantages)
     batch.advantages = advantages.reshape(-1)
@@ -124,9 +134,7 @@ class Trainer:
         t1 = time.perf_counter()
         batch = collate(rollouts.kept, self.tokenizer.pad_id)
         extra = staleness_metrics(rollouts.kept, step)
-        if algo.kl_coef > 0 and algo.kl_in_reward:
-            extra["kl_reward"] = apply_kl_in_reward(batch, self.model, self.ref_model, algo)
-        compute_advantages(batch, rollouts, algo, self.model.cfg.max_len)
+        extra.update(advantage_stage(batch, rollouts.kept, algo, self.model, self.ref_model))
         grouped = batch.advantages.view(-1, algo.group_size)
         extra["zero_adv_frac"] = float((grouped.abs().max(1).values == 0).float().mean())
         metrics = policy_update(self.model, self.optimizer, batch, algo, self.generator, self.ref_model)
