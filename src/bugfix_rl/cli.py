@@ -28,7 +28,7 @@ COMMANDS = {  # command -> what it does (`bugfix-rl --help`)
     "bench": "time the configured rollout path beside one process",
     "simulate": "size a rollout cluster (sync vs async pipeline) before paying for it",
 }
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONF_DIR = Path(__file__).resolve().parent / "conf"  # in the wheel; in the repo a link to the top-level conf/
 GROUPS = ("env", "policy", "algo", "logger", "exp", "ablation")
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                     "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
