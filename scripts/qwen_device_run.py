@@ -40,7 +40,8 @@ from bugfix_rl.envs import make_env_factory  # noqa: E402
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for  # noqa: E402
 from bugfix_rl.rollout.collect import collect_step  # noqa: E402
 from bugfix_rl.rollout.trajectory import collate  # noqa: E402
-from bugfix_rl.train import Trainer, compute_advantages  # noqa: E402
+from bugfix_rl.algo.advantage_stage import compute_advantages  # noqa: E402
+from bugfix_rl.train import Trainer  # noqa: E402
 
 HUB_ID = "Qwen/Qwen3-0.6B"
 # Per env where it differs: the book's turn lengths (tools: 256 there, halved here for time) and micro-batches.
@@ -95,7 +96,7 @@ def grpo_step(trainer: Trainer, step: int, force_advantages: bool) -> dict:
     sync()
     t1 = time.perf_counter()
     batch = collate(rollouts.kept, trainer.tokenizer.pad_id)
-    compute_advantages(batch, rollouts, algo, trainer.model.cfg.max_len)
+    compute_advantages(batch, rollouts.kept, algo, trainer.model.cfg.max_len)
     forced = force_advantages and bool((batch.advantages == 0).all())
     if forced:
         batch.advantages = torch.tensor([1.0, -1.0]).repeat(len(batch) // 2 + 1)[: len(batch)]

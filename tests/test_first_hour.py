@@ -121,7 +121,7 @@ def _tiny_recipe_policy(cache_dir: Path):
 def test_the_rl_base_is_the_same_with_a_progress_bar_and_is_built_once(tmp_path, capsys):
     import torch
 
-    from bugfix_rl.console import PhaseProgress
+    from bugfix_rl.progress import PhaseProgress
     from bugfix_rl.gym.tasks import make_tasks
     from bugfix_rl.policy.rl_base import make_rl_base
     from bugfix_rl.policy.tokenizer import build_tokenizer
@@ -151,7 +151,7 @@ def test_the_tools_rl_base_is_the_same_with_a_progress_bar():
     import torch
 
     from bugfix_rl.config import TrainConfig
-    from bugfix_rl.console import PhaseProgress
+    from bugfix_rl.progress import PhaseProgress
     from bugfix_rl.policy.build import build_tokenizer_for
     from bugfix_rl.policy.rl_base import make_rl_base
 
@@ -171,7 +171,7 @@ def test_phase_progress_draws_bars_only_when_enabled_on_a_terminal():
 
     from rich.console import Console
 
-    from bugfix_rl.console import PhaseProgress
+    from bugfix_rl.progress import PhaseProgress
 
     for bars, console, drawn in ((True, _terminal(), True), (False, _terminal(), False),
                                  (True, Console(file=io.StringIO()), False)):  # a pipe or a file: no bar

@@ -153,12 +153,12 @@ def test_micro_batches_that_drop_rows(first, monkeypatch):
 
 
 def test_advantage_stage_that_skips_the_centring(first, monkeypatch):
-    from bugfix_rl import train
+    from bugfix_rl.algo import advantage_stage
 
     def raw_rewards(batch, trajectories, algo, model_len):
         batch.advantages = batch.rewards.clone()
 
-    monkeypatch.setattr(train, "compute_advantages", raw_rewards)  # the step's own advantage stage
+    monkeypatch.setattr(advantage_stage, "compute_advantages", raw_rewards)  # the step's own advantage stage
     _, batch = first_batch(first.model, first.tokenizer, first.make_env, first.cfg.algo, seed=0)
     assert CENTRED in failures(first, batch=batch)
 

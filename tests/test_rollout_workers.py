@@ -16,7 +16,8 @@ from bugfix_rl.envs import make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.rollout.collect import sample_groups
-from bugfix_rl.rollout.pool import InlinePool, ShardedLocalPool, draw_names, shard_jobs
+from bugfix_rl.rollout.jobs import draw_names, shard_jobs
+from bugfix_rl.rollout.pool import InlinePool, ShardedLocalPool
 from bugfix_rl.rollout.trajectory import collate
 from bugfix_rl.train import Trainer
 from tests.conftest import small_config

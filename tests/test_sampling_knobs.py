@@ -20,7 +20,7 @@ from bugfix_rl.gym.edit_menu import EpisodeInfo
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_tasks
 from bugfix_rl.rollout.trajectory import Trajectory, collate
-from bugfix_rl.train import compute_advantages
+from bugfix_rl.algo.advantage_stage import compute_advantages
 
 TASKS = make_tasks("train")  # 20 tasks
 G = 8
@@ -180,7 +180,7 @@ def test_task_stats_update_is_an_exponential_moving_average():
 
 
 # ------------------------------------------------------------------------------------------------
-# Overlong buffer (DAPO soft punishment) through train.compute_advantages.
+# Overlong buffer (DAPO soft punishment) through the step's compute_advantages (algo/advantage_stage.py).
 
 
 def test_overlong_buffer_penalises_long_episodes_in_the_advantage():
@@ -189,12 +189,12 @@ def test_overlong_buffer_penalises_long_episodes_in_the_advantage():
     rollouts = SimpleNamespace(kept=kept)
     algo = dataclasses.replace(AlgoConfig(), group_size=4, adv_mode="dr_grpo", overlong_buffer=64)
     batch = collate(kept)
-    compute_advantages(batch, rollouts, algo, model_len=256)
+    compute_advantages(batch, rollouts.kept, algo, model_len=256)
     shaped = torch.tensor([1.0, 1 - 28 / 64, 1 - 48 / 64, 0.0])  # rewards after the penalty
     torch.testing.assert_close(batch.advantages, shaped - shaped.mean())
     assert batch.advantages[0] > 0 > batch.advantages[-1]  # the short success now beats the long ones
     torch.testing.assert_close(overlong_penalty(torch.tensor(lengths), 256, 64), shaped - 1.0)
 
     off = collate(kept)
-    compute_advantages(off, rollouts, dataclasses.replace(algo, overlong_buffer=0), model_len=256)
+    compute_advantages(off, rollouts.kept, dataclasses.replace(algo, overlong_buffer=0), model_len=256)
     assert (off.advantages == 0).all()  # four equal successes: a degenerate group without the buffer

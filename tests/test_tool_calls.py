@@ -10,9 +10,9 @@ from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS
 from bugfix_rl.gym.tool_calls import (
     CODE_TOKEN, MALFORMED_REASONS, TOOL_SCHEMAS, Malformed, ToolCall, code_to_words, join_code_words,
     listing_lines, listing_words, parse_compact_turn, parse_json_calls, summarize_script_output,
-    summarize_test_output, tools_vocabulary, validate_call, words_to_code,
+    summarize_test_output, validate_call, words_to_code,
 )
-from bugfix_rl.gym.tools_env import make_repo
+from bugfix_rl.gym.tools_env import make_repo, tools_vocabulary
 
 
 def _all_code_texts():

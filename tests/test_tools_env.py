@@ -8,7 +8,8 @@ import pytest
 
 from bugfix_rl.gym.ops import hardcode_tests
 from bugfix_rl.gym.tasks import ALL_TASKS, task_by_name
-from bugfix_rl.gym.tool_calls import code_to_words, tools_vocabulary
+from bugfix_rl.gym.tool_calls import code_to_words
+from bugfix_rl.gym.tools_env import tools_vocabulary
 from bugfix_rl.gym.tools_env import (
     COMPACT_FAILURE_KINDS, FAILURE_KINDS, JSON_ONLY_FAILURES, ToolsEnv, ToolsEnvConfig, ToolsEpisodeInfo, make_repo,
     make_tools_env_factory,

@@ -24,7 +24,7 @@ import torch
 
 import bugfix_rl
 from bugfix_rl.gym.tasks import task_by_name
-from bugfix_rl.gym.tool_calls import tools_vocabulary
+from bugfix_rl.gym.tools_env import tools_vocabulary
 from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.policy.tokenizer import build_tokenizer
 from bugfix_rl.sandbox import Sandbox, SandboxConfig, grade, probes
@@ -382,7 +382,7 @@ def test_the_chat_sampler_fails_an_episode_whose_env_raised():
 
 
 def test_a_batch_in_which_every_env_raised_stops_with_one_line(tokenizer):
-    from bugfix_rl.rollout.pool import group_job, sample_job
+    from bugfix_rl.rollout.jobs import group_job, sample_job
 
     gone = Sandbox(SandboxConfig(workers=1))
     gone.close()

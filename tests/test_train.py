@@ -13,7 +13,8 @@ from bugfix_rl.envs import make_env_factory
 from bugfix_rl.rollout.collect import collect_step
 from bugfix_rl.rollout.pool import InlinePool
 from bugfix_rl.rollout.trajectory import collate
-from bugfix_rl.train import Trainer, compute_advantages, run_training
+from bugfix_rl.algo.advantage_stage import compute_advantages
+from bugfix_rl.train import Trainer, run_training
 from tests.conftest import small_config
 
 

@@ -181,7 +181,7 @@ def test_logp_gap_covers_the_whole_first_minibatch(tokenizer):
 def test_overlong_shaping_does_not_inflate_an_all_fail_group():
     """8 failures whose lengths differ by 1-2 tokens inside the overlong buffer: before, GRPO's std
     division made their advantages +-0.7 to 2.1; now they are the penalty's own centred differences."""
-    from bugfix_rl.train import compute_advantages
+    from bugfix_rl.algo.advantage_stage import compute_advantages
 
     algo = AlgoConfig(group_size=8, overlong_buffer=16)
     lengths = [250, 251, 250, 252, 251, 250, 252, 251]  # max_len 256: all inside the buffer

@@ -19,6 +19,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from bugfix_rl.errors import UserError
+
 COMMANDS = {  # command -> what it does (`bugfix-rl --help`)
     "train": "RL on the training tasks: preflight, GRPO steps, checkpoints chosen on validation, one test",
     "preflight": "the nine invariants of one update on the first batch (+2 with rollout workers), then stop",
@@ -35,10 +37,6 @@ FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "-
 EXIT_FAILED = 1  # a preflight or run failure
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for Ctrl-C
-
-
-class UserError(Exception):
-    """A problem with what the user asked for; printed as one line, exit code 2."""
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:

@@ -16,7 +16,7 @@ from bugfix_rl.console import TrainConsole
 def configured_policy(cfg):
     """(policy, tokenizer, make_env) as the train config builds them, with torch's threads set; the env
     (its sandbox, for env=tools) is closed on exit."""
-    from bugfix_rl.console import PhaseProgress
+    from bugfix_rl.progress import PhaseProgress
     from bugfix_rl.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 
@@ -67,7 +67,7 @@ def sft_command(cfg, run_dir: Path) -> Path:
 
 def eval_command(cfg) -> dict:
     """`bugfix-rl eval ckpt=<file> [compare=<file>] split=... n=...`: print the evaluation, optionally save it."""
-    from bugfix_rl.cli import UserError
+    from bugfix_rl.errors import UserError
     from bugfix_rl.evaluate.checkpoint_eval import run_eval
     from bugfix_rl.evaluate.tables import print_eval
 
@@ -87,7 +87,7 @@ def eval_command(cfg) -> dict:
 
 def report_command(cfg):
     """`bugfix-rl report dir=<sweep dir> [reference=<arm>]`: ablation table, report.md, forest plot, power."""
-    from bugfix_rl.cli import UserError
+    from bugfix_rl.errors import UserError
     from bugfix_rl.evaluate.ablation import ReportError, build_report, write_report
     from bugfix_rl.evaluate.tables import print_report
 

@@ -1,22 +1,17 @@
-"""The live console view of a run: preflight table, progress bar, a dashboard row every few steps; and
-the progress of the long phases before it (building the RL base, the SFT warm-up)."""
+"""The live console view of a run: preflight table, progress bar, a dashboard row every few steps, and
+its last lines. The long phases before it (building the RL base, the SFT warm-up) report through
+`progress.PhaseProgress`."""
 
 from __future__ import annotations
 
-import time
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress
 from rich.table import Table
 
 from bugfix_rl.dashboard import ASYNC_KEYS, CONSOLE_KEYS
-
-
-def _bar_columns(label: str) -> tuple:
-    """label, bar, done/total, a status text, elapsed, ETA."""
-    return (TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(), TimeRemainingColumn())
+from bugfix_rl.progress import bar_columns
 
 
 def _fmt(value) -> str:
@@ -55,7 +50,7 @@ class TrainConsole:
         if not self.enabled:
             yield lambda row: None
             return
-        with Progress(*_bar_columns("train"), console=self.console, transient=False) as progress:
+        with Progress(*bar_columns("train"), console=self.console, transient=False) as progress:
             self._progress = progress
             task = progress.add_task("train", total=total, completed=start, status="")
 
@@ -87,37 +82,6 @@ class TrainConsole:
             d = test["paired_diff"]
             self.print(f"chosen - base, paired over {d['tasks']} test tasks: {d['diff']:+.3f}"
                        f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]")
-
-
-class PhaseProgress:
-    """A long phase that would otherwise be silent (building the RL base, the SFT warm-up), on stderr:
-    one line saying what is built and why, a progress bar with an ETA per stage, then `<done> in N s`.
-
-    The bars are drawn only when `bars` (logger.console) is set and stderr is a terminal; the first and
-    last lines always. Advancing a bar reads nothing from the work it reports on beyond what it is
-    handed, so the work's result does not depend on whether a bar is shown.
-    """
-
-    def __init__(self, bars: bool = True, console: Console | None = None):
-        self.console = console or Console(stderr=True, highlight=False)
-        self.bars = bars and self.console.is_terminal
-
-    @contextmanager
-    def phase(self, announcement: str, done: str = "built"):
-        self.console.print(announcement, soft_wrap=True, markup=False, highlight=False)
-        start = time.perf_counter()
-        yield self
-        self.console.print(f"{done} in {time.perf_counter() - start:.1f} s", markup=False, highlight=False)
-
-    @contextmanager
-    def stage(self, label: str, total: int):
-        """Yields advance(status=""): one of `total` units done, `status` shown beside the bar."""
-        if not self.bars:
-            yield lambda status="": None
-            return
-        with Progress(*_bar_columns(label), console=self.console, transient=False) as progress:
-            task = progress.add_task(label, total=total, status="")
-            yield lambda status="": progress.update(task, advance=1, status=status)
 
 
 def print_outcome(result: dict, run_dir) -> None:

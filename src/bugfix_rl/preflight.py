@@ -6,7 +6,7 @@ the trainer's), and two more checks cover that path (POOL_BOUNDS): weights publi
 update sample exactly like the learner, and a batch one version stale gets importance weights != 1.
 
 Each check runs the functions training calls: the sampler (also at a second temperature), collate,
-the step's advantage stage (`train.advantage_stage`: KL-in-reward and overlong shaping, group
+the step's advantage stage (`algo.advantage_stage`: KL-in-reward and overlong shaping, group
 advantages) and `policy_update` with the configured minibatches and micro-batching. They run on
 copies of the policy, so preflight never changes the run. A test breaks the real code (a
 monkeypatched loss, ratio, sampler or update) and sees the check fire; `check_batch` also takes the
@@ -25,6 +25,7 @@ from typing import Callable
 
 import torch
 
+from bugfix_rl.algo.advantage_stage import advantage_stage
 from bugfix_rl.algo.objective import AGGREGATIONS, KL_ESTIMATORS
 from bugfix_rl.algo.update import policy_update, token_logprobs
 from bugfix_rl.rollout.trajectory import Batch, Trajectory, collate
@@ -214,7 +215,7 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
 def first_batch(model, tokenizer, make_env, algo, seed: int = 0, temperature: float | None = None, pool=None,
                 tasks: int | None = None):
     """The first training batch: trajectories and the collated batch, its advantages filled by the
-    step's own advantage stage (`train.advantage_stage`).
+    step's own advantage stage (`algo.advantage_stage`).
 
     pool: the rollout pool to sample through (rollout/pool.py); default the inline sampler.
     tasks: how many training tasks (default algo.prompts_per_step)."""
@@ -230,8 +231,6 @@ def first_batch(model, tokenizer, make_env, algo, seed: int = 0, temperature: fl
 
 
 def advantaged_batch(model, trajectories: list[Trajectory], algo, pad_id: int) -> Batch:
-    from bugfix_rl.train import advantage_stage
-
     batch = collate(trajectories, pad_id)
     needs_reference = algo.kl_coef > 0 and algo.kl_in_reward
     advantage_stage(batch, trajectories, algo, model, frozen_reference(model) if needs_reference else None)

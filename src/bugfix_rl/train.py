@@ -16,8 +16,7 @@ from pathlib import Path
 
 import torch
 
-from bugfix_rl.algo.advantages import ADVANTAGES
-from bugfix_rl.algo.objective import overlong_penalty
+from bugfix_rl.algo.advantage_stage import advantage_stage
 from bugfix_rl.algo.update import policy_update
 from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, load_optimizer_tensors, model_tensors,
                                   optimizer_tensors, save_checkpoint)
@@ -45,47 +44,6 @@ def library_versions() -> dict:
     import hydra
 
     return {"python": platform.python_version(), "torch": torch.__version__, "hydra": hydra.__version__}
-
-
-def advantage_stage(batch, trajectories, algo, model, ref_model=None) -> dict:
-    """What a step does between collating and updating (preflight runs the same): KL-in-reward
-    shaping when configured, then the group advantages. Returns its dashboard metrics."""
-    extra = {}
-    if algo.kl_coef > 0 and algo.kl_in_reward:
-        extra["kl_reward"] = apply_kl_in_reward(batch, model, ref_model, algo)
-    compute_advantages(batch, trajectories, algo, model.cfg.max_len)
-    return extra
-
-
-def compute_advantages(batch, trajectories, algo, model_len: int) -> None:
-    """Fill batch.advantages from the rewards (shaped by the overlong penalty), group by group.
-
-    A group whose episodes all got the same task reward (8 failures) carries only the shaping's own
-    differences, centred but not divided by their std: divided, length differences of 1-2 tokens
-    in an all-fail group would get advantages of +-0.7 to 2.1, the size of a real success."""
-    rewards = batch.rewards.clone()
-    if algo.overlong_buffer > 0:
-        lengths = torch.tensor([len(t.ids) for t in trajectories])
-        rewards = rewards + overlong_penalty(lengths, model_len, algo.overlong_buffer)
-    grouped = rewards.view(-1, algo.group_size)  # [groups, G]
-    advantages = ADVANTAGES[algo.adv_mode](grouped, algo.adv_eps)
-    if algo.overlong_buffer > 0:
-        task = torch.tensor([t.reward for t in trajectories], dtype=grouped.dtype).view(-1, algo.group_size)
-        no_task_signal = task.amax(1, keepdim=True) == task.amin(1, keepdim=True)  # [groups, 1]
-        advantages = torch.where(no_task_signal, grouped - grouped.mean(1, keepdim=True), advantages)
-    batch.advantages = advantages.reshape(-1)
-
-
-def apply_kl_in_reward(batch, model, ref_model, algo) -> float:
-    """Reward shaping r - beta * sum_t KL_t (sampler log-probs vs the reference); returns mean KL."""
-    from bugfix_rl.algo.objective import KL_ESTIMATORS
-    from bugfix_rl.algo.update import token_logprobs
-
-    with torch.no_grad():
-        ref_logp = token_logprobs(ref_model, batch.ids, algo.temperature, mask=batch.mask).logp
-    kl = (KL_ESTIMATORS[algo.kl_kind](batch.old_logp, ref_logp) * batch.mask).sum(1)  # [B]
-    batch.rewards = batch.rewards - algo.kl_coef * kl
-    return float(kl.mean())
 
 
 class Trainer:
@@ -169,7 +127,7 @@ def cold_start(cfg, model, tokenizer, make_env) -> list[float]:
     """SFT `model` in place on oracle demonstrations or its own successes; returns the SFT losses.
     Says so on stderr, with progress bars when logger.console is set and stderr is a terminal."""
     from bugfix_rl.algo.sft import sft_train
-    from bugfix_rl.console import PhaseProgress
+    from bugfix_rl.progress import PhaseProgress
     from bugfix_rl.envs import oracle_for
     from bugfix_rl.rollout.demonstrations import oracle_demonstrations, rejection_sampled
 
@@ -247,7 +205,8 @@ def run_training(cfg, run_dir: Path) -> dict:
     run reaches the same parameters as an uninterrupted one (same seed, same threads). With
     rollout.max_staleness > 0 the batches that were in flight are drawn again, so it does not.
     """
-    from bugfix_rl.console import PhaseProgress, TrainConsole
+    from bugfix_rl.console import TrainConsole
+    from bugfix_rl.progress import PhaseProgress
     from bugfix_rl.preflight import run_preflight
 
     if cfg.resume:  # cheap checks first: a bad path must not wait for the RL base to be built

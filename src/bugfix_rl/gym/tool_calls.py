@@ -515,19 +515,10 @@ _OUTPUT_WORDS = (
 ).split()
 
 
-def tools_vocabulary(tasks) -> set[str]:
-    """Every word the compact front-end needs beyond the gym's: tool and keyword words, layout words,
-    error kinds and malformed reasons, Bash and test-output words, line numbers, and the words of every
-    task's repo files (and of every op applied to its source) under its own name and every rename.
-
-    Build the tokenizer with `build_tokenizer(tasks, extra_words=tools_vocabulary(tasks))`; words an
-    episode produces beyond these are shown as `?`.
-    """
-    from bugfix_rl.gym.tools_env import COMPACT_FAILURE_KINDS, repo_words  # the tool layer owns the repo
-
+def call_layer_words() -> set[str]:
+    """The words of the call layer itself: tool and keyword words, layout words, malformed reasons,
+    Bash and test-output words, line numbers. `gym.tools_env.tools_vocabulary` adds the failure kinds
+    and every task's repo words."""
     words = set(TOOL_NAMES) | set(COMPACT_KEYWORDS) | set(LAYOUT_WORDS) | set(MALFORMED_REASONS)
-    words |= set(COMPACT_FAILURE_KINDS) | set(_BASH_WORDS) | set(_OUTPUT_WORDS)
-    words |= {CALL_SEPARATOR, FINAL_ANSWER, UNKNOWN_WORD} | {str(n) for n in range(100)}
-    for task in tasks:
-        words |= repo_words(task)
-    return words
+    words |= set(_BASH_WORDS) | set(_OUTPUT_WORDS)
+    return words | {CALL_SEPARATOR, FINAL_ANSWER, UNKNOWN_WORD} | {str(n) for n in range(100)}

@@ -45,9 +45,9 @@ from bugfix_rl.gym.edit_menu import RENAME_POOL, REWARD_MODES
 from bugfix_rl.gym.ops import apply_op
 from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS, Task
 from bugfix_rl.gym.tool_calls import (
-    TOOL_NAMES, Malformed, ToolCall, ToolResult, cat_n, code_to_words, file_lines, observation_words,
-    parse_compact_turn, parse_json_calls, render_text, summarize_script_output, summarize_test_output,
-    tools_vocabulary,
+    TOOL_NAMES, Malformed, ToolCall, ToolResult, call_layer_words, cat_n, code_to_words, file_lines,
+    observation_words, parse_compact_turn, parse_json_calls, render_text, summarize_script_output,
+    summarize_test_output,
 )
 from bugfix_rl.sandbox import grade, probes
 from bugfix_rl.sandbox.sandbox import valid_path
@@ -221,6 +221,20 @@ def repo_words(task: Task) -> set[str]:
         for text in texts:
             words.update(code_to_words(text))
         words.update(issue_words(name).split())
+    return words
+
+
+def tools_vocabulary(tasks) -> set[str]:
+    """Every word the compact front-end needs beyond the gym's: the call layer's words
+    (`tool_calls.call_layer_words`), the failure kinds, and the words of every task's repo files (and
+    of every op applied to its source) under its own name and every rename.
+
+    Build the tokenizer with `build_tokenizer(tasks, extra_words=tools_vocabulary(tasks))`; words an
+    episode produces beyond these are shown as `?`.
+    """
+    words = call_layer_words() | set(COMPACT_FAILURE_KINDS)
+    for task in tasks:
+        words |= repo_words(task)
     return words
 
 

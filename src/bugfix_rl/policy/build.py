@@ -14,7 +14,7 @@ def _word_tokenizer(cfg) -> Tokenizer:
     """The word tokenizer over all tasks, plus the tools env's words when that env is selected."""
     extra = set()
     if cfg.env.name == "tools":
-        from bugfix_rl.gym.tool_calls import tools_vocabulary
+        from bugfix_rl.gym.tools_env import tools_vocabulary
 
         extra = tools_vocabulary(make_tasks("all"))
     return build_tokenizer(make_tasks("all"), extra)

@@ -29,7 +29,7 @@ from bugfix_rl.registry import Registry
 from bugfix_rl.rollout.sampler import scripted_episode
 
 if TYPE_CHECKING:
-    from bugfix_rl.console import PhaseProgress
+    from bugfix_rl.progress import PhaseProgress
 
 COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "copy_softcap", "copy_suffix_match",
                "shared_identifier_embedding")
@@ -142,7 +142,7 @@ def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=N
         except CheckpointError:
             pass  # a damaged cache entry is rebuilt below
     if progress is None:
-        from bugfix_rl.console import PhaseProgress
+        from bugfix_rl.progress import PhaseProgress
 
         progress = PhaseProgress(bars=False)
     where = f"cached at {path}, so later runs load it" if cache else "not cached"

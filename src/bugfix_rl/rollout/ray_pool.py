@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from bugfix_rl.rollout.pool import EpisodeJob, sample_job, shard_jobs, stamp
+from bugfix_rl.rollout.jobs import EpisodeJob, sample_job, shard_jobs, stamp
 from bugfix_rl.rollout.trajectory import Trajectory
 
 
