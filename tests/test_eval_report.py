@@ -204,6 +204,18 @@ def test_report_numbers_by_hand(tmp_path, heldout):
                                                                for e in (0.10, 0.05, 0.02)]
 
 
+def test_report_leaves_out_and_names_an_interrupted_run(tmp_path):
+    _fake_run(tmp_path, "default", 0, [4, 2], 4, heldout=True)
+    stopped = tmp_path / "default_seed1"
+    stopped.mkdir()
+    (stopped / "status.json").write_text(json.dumps({"status": "interrupted", "step": 7,
+                                                     "last_checkpoint": "ckpt/step_005.safetensors"}))
+    (tmp_path / "default_seed0" / "status.json").write_text(json.dumps({"status": "complete", "step": 40}))
+    report = build_report(tmp_path, "default")
+    assert [run.seed for run in report.runs] == [0]
+    assert report.notes == [f"left out {stopped}: interrupted after 7 steps (resume from ckpt/step_005.safetensors)"]
+
+
 def test_report_power_from_seed_spread(tmp_path):
     for seed, per_task in enumerate([[4, 0], [2, 0], [3, 1]]):
         _fake_run(tmp_path, "default", seed, per_task, 4, heldout=True)
@@ -268,3 +280,24 @@ def test_success_counts_hidden_tests_not_the_training_reward():
     # a public-reward arm is paid 1.0 for a hardcoded table that fails the hidden tests
     hacked = [Trajectory([1], [False], [0.0], 1.0, 0, Info(False)), Trajectory([1], [False], [0.0], 0.0, 0, Info(True))]
     assert success_counts(hacked, 1).tolist() == [1]
+
+
+def test_dashboard_panels_keep_sizes_apart_and_show_validation_with_its_interval():
+    import matplotlib.pyplot as plt
+
+    from bugfix_rl.dashboard import dashboard_figure
+
+    rows = [{"step": s, "reward": 0.1 * s, "pass_rate": 0.1 * s, "entropy": 0.3, "approx_kl": 1e-3, "clip_frac": 0.01,
+             "grad_norm": 1.3, "logp_gap": 1e-6} for s in range(4)]
+    validation = {0: {"pass_at_1": 0.1, "ci": [0.0, 0.3]}, 3: {"pass_at_1": 0.4, "ci": [0.2, 0.6]}}
+    fig = dashboard_figure(rows, "t", validation)
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    labels = {title: [line.get_label() for line in ax.get_lines()] for title, ax in panels.items()}
+    assert labels["update size"][:2] == ["approx_kl", "clip_frac"] and panels["update size"].get_yscale() == "log"
+    assert labels["gradient"] == ["grad_norm"]  # not on the axis of approx_kl and clip_frac
+    assert "pass_rate (= above)" in labels["outcome"]  # drawn dashed over reward, not hidden under it
+    dashed = [line for line in panels["outcome"].get_lines() if line.get_label() == "pass_rate (= above)"]
+    assert dashed[0].get_linestyle() == "--"
+    legend = [text.get_text() for text in panels["outcome"].get_legend().get_texts()]
+    assert "validation pass@1 [95% CI]" in legend
+    plt.close(fig)

@@ -83,11 +83,14 @@ def test_ctrl_c_names_the_checkpoint_and_its_resume_command_which_runs(tmp_path)
     command = shlex.split(lines[0].split("resume with: ")[1])
     assert command[:2] == ["bugfix-rl", "train"] and command[-1] == f"resume={checkpoint}"
 
-    resumed_dir = tmp_path / "resumed"
     start = int(checkpoint.stem.removeprefix("step_"))
-    overrides = [f"steps={start + 1}" if arg == "steps=200" else arg for arg in command[2:]]
-    resumed = _cli("train", *overrides, f"hydra.run.dir={resumed_dir}", timeout=600)
+    overrides = [f"steps={start + 1}" for arg in command[2:] if arg == "steps=200"]
+    overrides += [arg for arg in command[2:] if arg != "steps=200" and not arg.startswith("hydra.run.dir=")]
+    resumed = subprocess.run([sys.executable, "-m", "bugfix_rl.cli", "train", *overrides], capture_output=True,
+                             text=True, timeout=600, cwd=tmp_path)  # the default run dir, under tmp_path
     assert resumed.returncode == 0, resumed.stderr
+    (resumed_dir,) = (tmp_path / "outputs").glob(f"*/*_seed0_from_run_{checkpoint.stem}")  # names its origin
+    assert f"resuming {run_dir} from step {start} into {resumed_dir}" in resumed.stderr
     assert resumed.stdout.strip().splitlines()[-1] == f"run dir: {resumed_dir}"
     assert json.loads((resumed_dir / "status.json").read_text())["status"] == "complete"
     assert len((resumed_dir / "metrics.jsonl").read_text().splitlines()) == start + 1

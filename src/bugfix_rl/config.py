@@ -8,6 +8,7 @@ set and names the allowed ones.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 from hydra.core.config_store import ConfigStore
@@ -362,7 +363,20 @@ def _validate_rollout(cfg) -> None:
                           "belong in an inference engine (docs/SCALING.md), use rollout.workers=0")
 
 
+def resumed_tag(resume) -> str:
+    """The run dir's suffix naming a resumed run's origin: `_from_<origin run>_step<N>` ("" without resume).
+    Used by conf/train.yaml's hydra.run.dir as ${resumed_tag:${resume}}."""
+    if not resume:
+        return ""
+    checkpoint = Path(str(resume))
+    return f"_from_{checkpoint.resolve().parent.parent.name}_{checkpoint.stem}"
+
+
 def register_configs() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("resumed_tag"):
+        OmegaConf.register_new_resolver("resumed_tag", resumed_tag)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="eval_schema", node=EvalCommandConfig)

@@ -14,13 +14,16 @@ from pathlib import Path
 
 from bugfix_rl.evaluate.evaluate import behaviour_stats
 
-PANELS = {
+PANELS = {  # panel -> keys; quantities of different size never share an axis
     "outcome": ("reward", "pass_rate", "exploit"),
     "behaviour": ("reads", "tests", "edits", "turns", "malformed", "failed"),
-    "optimizer": ("entropy", "zero_adv_frac", "approx_kl", "clip_frac", "grad_norm", "nonfinite_skips"),
+    "policy": ("entropy", "zero_adv_frac"),
+    "update size": ("approx_kl", "clip_frac"),  # log scale: both live near 1e-4..1e-1
+    "gradient": ("grad_norm", "nonfinite_skips"),
     "consistency": ("logp_gap", "logp_gap_mean", "logp_gap_p99"),
     "staleness": ("staleness_mean", "staleness_max", "tis_truncated_frac"),  # drawn when a run has either
 }
+LOG_PANELS = {"update size": "log", "consistency": "symlog"}
 CONSOLE_KEYS = ("reward", "reads", "tests", "entropy", "zero_adv_frac", "approx_kl", "clip_frac", "grad_norm",
                 "logp_gap")
 ASYNC_KEYS = ("staleness_mean", "tis_truncated_frac")  # added to the console row when max_staleness > 0
@@ -76,34 +79,64 @@ def _has_staleness(rows: list[dict]) -> bool:
     return any(r.get("staleness_max", 0) > 0 or r.get("tis_truncated_frac") is not None for r in rows)
 
 
-def plot_dashboard(rows: list[dict], path: Path, title: str = "") -> Path:
-    """The panel PNG: outcome, behaviour, optimizer state, sampler-trainer consistency, and staleness
-    when the run has any (`_has_staleness`)."""
+def plot_dashboard(rows: list[dict], path: Path, title: str = "", validation: dict | None = None) -> Path:
+    """Write `dashboard_figure` as a PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = dashboard_figure(rows, title, validation)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def dashboard_figure(rows: list[dict], title: str = "", validation: dict | None = None):
+    """The panel figure (2 rows of 4 at most): outcome, with validation pass@1 and its 95% interval at each
+    checkpoint (`validation`: step -> evaluate_split result); behaviour; policy entropy and degenerate
+    groups; update size (approx_kl, clip_frac, log scale); gradient norm (and skipped steps); sampler-
+    trainer consistency (symlog); staleness when the run has any (`_has_staleness`). A series that
+    lies on top of another (reward and pass_rate with hidden-test rewards) is drawn dashed with markers."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     panels = {name: keys for name, keys in PANELS.items() if name != "staleness" or _has_staleness(rows)}
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8))
+    columns = 4
+    fig, axes = plt.subplots(2, columns, figsize=(4.2 * columns, 7.0))
+    axes = list(axes.flat)
     steps = [r["step"] for r in rows]
     for ax, (panel, keys) in zip(axes, panels.items()):
+        drawn = []
         for key in keys:
-            values = [r.get(key) for r in rows]
-            if all(v is None for v in values):
+            values = [float("nan") if r.get(key) is None else r[key] for r in rows]
+            if all(v != v for v in values):
                 continue
-            ax.plot(steps, [float("nan") if v is None else v for v in values], label=key)
-        if panel == "consistency":
+            hidden = any(values == other for other in drawn)  # exactly under a series already drawn
+            ax.plot(steps, values, label=key + (" (= above)" if hidden else ""),
+                    linestyle="--" if hidden else "-", marker="." if hidden else None)
+            drawn.append(values)
+        if panel == "outcome" and validation:
+            checkpoints = sorted(validation)
+            mid = [validation[s]["pass_at_1"] for s in checkpoints]
+            lo = [m - validation[s]["ci"][0] for s, m in zip(checkpoints, mid)]
+            hi = [validation[s]["ci"][1] - m for s, m in zip(checkpoints, mid)]
+            ax.errorbar(checkpoints, mid, yerr=[lo, hi], fmt="o", color="black", capsize=3, markersize=4,
+                        label="validation pass@1 [95% CI]")
+        scale = LOG_PANELS.get(panel)
+        if scale == "log" and any(v > 0 for values in drawn for v in values if v == v):
+            ax.set_yscale("log")
+        elif scale == "symlog":
             ax.set_yscale("symlog", linthresh=1e-8)
         ax.set_title(panel)
         ax.set_xlabel("step")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # a panel with nothing logged (no behaviour keys) has no legend
+            ax.legend(fontsize=7, loc="upper left" if panel == "outcome" else "best")
         ax.grid(alpha=0.3)
+    for ax in axes[len(panels):]:
+        ax.axis("off")
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return fig

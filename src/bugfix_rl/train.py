@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import json
 import platform
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,7 +211,9 @@ def run_training(cfg, run_dir: Path) -> dict:
     from bugfix_rl.preflight import run_preflight
 
     if cfg.resume:  # cheap checks first: a bad path must not wait for the RL base to be built
-        load_checkpoint(cfg.resume)
+        _, meta = load_checkpoint(cfg.resume)
+        origin = Path(cfg.resume).resolve().parent.parent
+        print(f"resuming {origin} from step {meta.get('step')} into {run_dir}", file=sys.stderr)
     torch.set_num_threads(cfg.threads)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -394,7 +397,8 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env) -
                                              torch.tensor(result["heldout_base"]["per_task"]) / n)
         result["heldout_paired_diff"] = {"diff": diff, "ci": [lo, hi], "tasks": len(result["heldout"]["per_task"])}
     (run_dir / "eval.json").write_text(json.dumps(result, indent=1))
-    plot_dashboard(state.rows, run_dir / "dashboard.png", title=f"{cfg.experiment} / {cfg.arm} / seed {cfg.seed}")
+    plot_dashboard(state.rows, run_dir / "dashboard.png", title=f"{cfg.experiment} / {cfg.arm} / seed {cfg.seed}",
+                   validation=state.validation)
     write_summary(run_dir, result, state.rows)
     return result
 

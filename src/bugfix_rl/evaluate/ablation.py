@@ -182,10 +182,27 @@ class Report:
         return self.runs[0].episodes[self.source]
 
 
+def unfinished_runs(root: str | Path) -> list[str]:
+    """One note per run dir under `root` whose status.json says it did not finish (Ctrl-C, a failed
+    update): such a run has no eval.json, so the report leaves it out, and says so."""
+    notes = []
+    for path in sorted(Path(root).rglob("status.json")):
+        try:
+            status = json.loads(path.read_text())
+        except (OSError, ValueError):
+            notes.append(f"left out {path.parent}: unreadable status.json")
+            continue
+        if status.get("status") != "complete":
+            notes.append(f"left out {path.parent}: {status.get('status')} after {status.get('step')} steps"
+                         + (f" (resume from {status['last_checkpoint']})" if status.get("last_checkpoint") else ""))
+    return notes
+
+
 def build_report(root: str | Path, reference: str) -> Report:
     runs = find_runs(root)
     source = choose_source(runs)
     arms, notes = group_runs(runs, source)
+    notes = list(notes) + unfinished_runs(root)
     rows = ablation_rows(arms, source, reference)
     kept = [run for by_seed in arms.values() for run in by_seed.values()]
     return Report(Path(root), source, reference, rows, power_analysis(rows), kept, notes)
