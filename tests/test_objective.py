@@ -341,3 +341,20 @@ def test_unknown_registry_key_lists_valid_keys(registry):
 def test_unknown_tis_level_lists_valid_levels():
     with pytest.raises(ValueError, match="sequence, token"):
         truncated_is_weights(torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1), 2.0, "turn")
+
+
+def test_k3_is_clamped_as_verl_low_var_kl_with_a_finite_gradient():
+    """log r = ref - logp: 2 -> e^2 - 3 (under the cap), 3 and -12 -> 10 (the cap), +-100 -> 10 with a
+    zero, finite gradient (without the clamp of log r, exp(100) overflows and the backward gives NaN)."""
+    import math
+
+    from bugfix_rl.algo.objective import kl_k3
+
+    log_r = torch.tensor([2.0, 3.0, -12.0, 100.0, -100.0, 0.0])
+    logp = torch.zeros(6, requires_grad=True)
+    value = kl_k3(logp, log_r)  # ref_logp = log r when logp = 0
+    torch.testing.assert_close(value.detach(), torch.tensor([math.exp(2) - 3, 10, 10, 10, 10, 0.0]))
+    value.sum().backward()
+    assert torch.isfinite(logp.grad).all()
+    assert logp.grad[1:5].abs().max() == 0  # clamped: no push from those tokens
+    assert logp.grad[0] == pytest.approx(1 - math.exp(2))  # d/dlogp (e^(ref-logp) - 1 - (ref-logp))
