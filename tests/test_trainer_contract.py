@@ -69,31 +69,30 @@ class Spiked(torch.nn.Module):
         return logits + spike
 
 
-def test_kl_overflow_at_a_masked_position_leaves_loss_and_gradient_finite(tokenizer):
+def spiked_kl_loss(tokenizer, position: int):
+    """minibatch_loss with a k3 KL term on a batch whose token at (0, position) the policy finds
+    ~e^-1e4 times less likely than the reference: (the model, the loss after backward, its stats)."""
     model = scratch_model(tokenizer)
     batch = synthetic_batch(model)
-    position = 3  # an observation position (mask 0): predicts ids[0, 4]
-    assert batch.mask[0, position] == 0
     spiked = Spiked(model, 0, position, int(batch.ids[0, position + 1]))
     algo = AlgoConfig(kl_coef=0.1, kl_kind="k3", group_size=4)
     weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
     loss, stats = minibatch_loss(spiked, batch, weights, algo, ref_model=copy.deepcopy(model).eval())
     loss.backward()
+    return model, batch, loss, stats
+
+
+def test_kl_overflow_at_a_masked_position_leaves_loss_and_gradient_finite(tokenizer):
+    model, batch, loss, stats = spiked_kl_loss(tokenizer, position=3)  # predicts ids[0, 4]
+    assert batch.mask[0, 3] == 0  # an observation position
     assert math.isfinite(loss.item()) and math.isfinite(stats["kl_ref"])
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
 def test_kl_overflow_on_a_policy_token_is_clamped(tokenizer):
     """On a policy token, k3 is clamped as verl's low_var_kl (at most 10): finite loss and gradient."""
-    model = scratch_model(tokenizer)
-    batch = synthetic_batch(model)
-    position = 20
-    assert batch.mask[0, position] == 1
-    spiked = Spiked(model, 0, position, int(batch.ids[0, position + 1]))
-    algo = AlgoConfig(kl_coef=0.1, kl_kind="k3", group_size=4)
-    weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
-    loss, _ = minibatch_loss(spiked, batch, weights, algo, ref_model=copy.deepcopy(model).eval())
-    loss.backward()
+    model, batch, loss, _ = spiked_kl_loss(tokenizer, position=20)
+    assert batch.mask[0, 20] == 1
     assert math.isfinite(loss.item())
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 

@@ -87,7 +87,6 @@ def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None
     n_tokens = mask.sum().clamp_min(1)
     stats["entropy"] = float((out.entropy.detach() * mask).sum() / n_tokens)
     gap = (out.logp.detach() - mb.old_logp).abs() * mask
-    stats["logp_gap"] = float(gap.max()) if mask.any() else 0.0
     stats["logp_gap_tokens"] = gap[mask > 0]  # [policy tokens] (a tensor: policy_update pops it)
     stats["tokens"] = float(mask.sum())
     return loss, stats
@@ -151,8 +150,7 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
                     if not skipped_steps and gaps is not None and is_weights is None:  # first minibatch: nothing moved yet
                         first_gaps.append(gaps)
                     for key, value in stats.items():
-                        if key != "logp_gap":
-                            sums[key] = sums.get(key, 0.0) + value * (stats["tokens"] if key != "tokens" else 1)
+                        sums[key] = sums.get(key, 0.0) + value * (stats["tokens"] if key != "tokens" else 1)
                     token_total += stats["tokens"]
             if not backward_rows:  # every row skipped: the exact gradient is 0, and the optimizer still steps
                 for p in params:
