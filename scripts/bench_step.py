@@ -15,6 +15,7 @@ import copy
 import statistics
 import time
 
+import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch
 
 from bugfix_rl.config import TrainConfig

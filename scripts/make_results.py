@@ -16,6 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
+import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch
 
 from bugfix_rl.config import TrainConfig

@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch  # noqa: E402
 
 from bugfix_rl.algo.update import policy_update  # noqa: E402

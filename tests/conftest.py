@@ -6,6 +6,7 @@ import copy
 import os
 
 import pytest
+import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch
 
 from bugfix_rl.config import TrainConfig, set_dotted

@@ -271,25 +271,28 @@ def test_the_trainer_samples_renamed_copies_when_asked():
     assert all("~" in t.name and set(operand_names(t)) <= set(OPERAND_POOL) for t in submitted[True])
 
 
-def test_the_soft_cap_keeps_old_base_keys_and_changes_new_ones():
-    """copy_softcap=0 leaves the tools base's recipe key as it was before the cap existed (the cached
-    base stays valid); a cap gives another key, so a capped base never loads for an uncapped config."""
+def test_every_architecture_switch_and_the_kernels_change_the_base_key(monkeypatch):
+    """A base built with another copy-head switch, or on other CPU kernels, never loads for this config."""
+    from bugfix_rl.policy import rl_base
     from bugfix_rl.policy.build import build_tokenizer_for
-    from bugfix_rl.policy.rl_base import recipe_key
 
     cfg = TrainConfig()
     cfg.env.name = "tools"
     cfg.policy.copy_head = cfg.policy.shared_identifier_embedding = True
-    cfg.policy.max_len = 256
     tokenizer = build_tokenizer_for(cfg)
     env_fields = {k: getattr(cfg.env, k) for k in ("max_turns", "max_calls_per_turn", "rename")}
-    key = recipe_key(cfg.policy.tools_base, architecture(cfg.policy), tokenizer, env_fields)
-    assert key == "167575b5ea8a5eb9"  # the key of the tools base before copy_softcap (torch 2.13.0)
+
+    def key() -> str:
+        return rl_base.recipe_key(cfg.policy.tools_base, architecture(cfg.policy), tokenizer, env_fields)
+
+    keys = [key()]
     cfg.policy.copy_softcap = 6.0
-    capped = recipe_key(cfg.policy.tools_base, architecture(cfg.policy), tokenizer, env_fields)
-    assert capped != key
+    keys.append(key())
     cfg.policy.copy_suffix_match = True
-    assert recipe_key(cfg.policy.tools_base, architecture(cfg.policy), tokenizer, env_fields) not in (key, capped)
+    keys.append(key())
+    monkeypatch.setattr(rl_base, "kernel_signature", lambda: "aten=AVX512 mkl_cbwr=auto onednn=auto")
+    keys.append(key())
+    assert len(set(keys)) == len(keys), keys
 
 
 def test_a_checkpoint_loads_only_with_the_copy_head_it_was_trained_with(tmp_path):

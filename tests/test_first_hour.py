@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,7 +48,8 @@ def test_a_run_ends_with_its_score_and_run_dir(tmp_path):
     result = _cli("train", *SMOKE, "steps=1", f"hydra.run.dir={tmp_path}/run", timeout=600)
     assert result.returncode == 0, result.stderr
     *_, score, where = result.stdout.strip().splitlines()
-    assert re.fullmatch(r"chosen checkpoint: step [01], test pass@1 [01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\]", score)
+    assert re.fullmatch(r"chosen checkpoint: step [01], test pass@1 [01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\]"
+                        r" \(arm default, seed 0, 5 tasks x 2 episodes\)", score), score
     assert where == f"run dir: {tmp_path}/run"
     assert not list((tmp_path / "run").glob("*.log"))  # Hydra's cli.log held nothing, so it is not written
     assert json.loads((tmp_path / "run" / "status.json").read_text()) == {
@@ -271,3 +273,42 @@ def test_a_failed_preflight_exits_1_from_preflight_and_from_train(tmp_path, monk
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["train", "steps=0", f"hydra.run.dir={tmp_path / 'bad'}"])
     assert exit_info.value.code == 2 and not (tmp_path / "bad").exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# What a user sees in a terminal: `make run`'s command in tmux, its pane captured while it runs.
+
+
+def _pane(socket: str) -> str:
+    return subprocess.run(["tmux", "-L", socket, "capture-pane", "-p", "-J", "-S", "-200", "-t", "run"],
+                          capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux")
+def test_make_runs_command_in_a_terminal_shows_progress_and_ends_with_the_run_dir(tmp_path, rl_base):
+    """`make run`'s command (the capstone, seed 0; the RL base already cached by the rl_base fixture) in a
+    tmux pane of 200 x 50: a progress bar with an ETA while it trains, then the score and the run dir."""
+    recipe = (Path(__file__).parents[1] / "Makefile").read_text().split("\nrun:", 1)[1].splitlines()[1]
+    assert recipe.startswith("\t$(BIN)/bugfix-rl train "), recipe  # what `make run` runs, without the install
+    MAKE_RUN_ARGS = shlex.split(recipe.split("$(BIN)/bugfix-rl ", 1)[1])
+    socket, run_dir = f"bugfix-rl-test-{os.getpid()}", tmp_path / "run"
+    command = shlex.join([sys.executable, "-m", "bugfix_rl.cli", *MAKE_RUN_ARGS, f"hydra.run.dir={run_dir}"])
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR", "TMUX")}
+    subprocess.run(["tmux", "-L", socket, "new-session", "-d", "-s", "run", "-x", "200", "-y", "50",
+                    f"{command}; echo exit=$?; sleep 600"], check=True, env={**env, "TERM": "xterm-256color"})
+    try:
+        seen, deadline = [], time.monotonic() + 600
+        while "exit=" not in (pane := _pane(socket)):
+            assert time.monotonic() < deadline, pane
+            if "━" in pane and "train" in pane:
+                seen.append(pane)
+            time.sleep(0.5)
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+    assert seen, "no training bar was ever on screen"
+    assert re.search(r"train\s.*━.*\d+/60.*reward \d\.\d{3}", "\n".join(seen)), seen[-1]  # the bar, its count, status
+    lines = [line.rstrip() for line in pane.splitlines() if line.strip()]
+    assert lines[-1] == "exit=0", pane
+    assert lines[-2] == f"run dir: {run_dir}"
+    assert re.fullmatch(r"chosen checkpoint: step \d+, test pass@1 [01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\] "
+                        r"\(arm default, seed 0, 5 tasks x 32 episodes\)", lines[-3]), pane

@@ -2,9 +2,10 @@
 
 import json
 import random
-from types import SimpleNamespace
 
 import pytest
+
+from bugfix_rl.config import EnvConfig
 
 from bugfix_rl.gym.ops import hardcode_tests
 from bugfix_rl.gym.tasks import ALL_TASKS, task_by_name
@@ -337,8 +338,8 @@ def test_metrics_have_a_fixed_key_set():
 
 
 def test_factory_shares_one_sandbox():
-    env_cfg = SimpleNamespace(max_turns=6, max_calls_per_turn=4, rename=True, reward="hidden",
-                              sandbox_min_isolation=["rlimits"], sandbox_workers=1)
+    env_cfg = EnvConfig(name="tools")
+    env_cfg.sandbox.workers = 1
     try:
         make_env_for, close = make_tools_env_factory(env_cfg)
     except Exception as error:  # SandboxUnavailable on a machine without the layers

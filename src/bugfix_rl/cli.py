@@ -291,6 +291,10 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from bugfix_rl.kernels import MODES, requested_mode
+
+    if requested_mode() not in MODES:
+        fail(f"BUGFIX_RL_KERNELS={requested_mode()} is not one of: {', '.join(MODES)}")
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         if argv and argv[0] not in ("-h", "--help"):
             print(f"error: unknown command '{argv[0]}'; valid: {', '.join(COMMANDS)}", file=sys.stderr)

@@ -20,6 +20,19 @@ class ConfigError(ValueError):
 
 
 @dataclass
+class SandboxLimits:
+    """Limits of each sandbox job (a Bash test run, or the grading of an episode): `env.sandbox.*`."""
+
+    timeout_s: float = 10.0  # wall clock per job, the book's; the job is killed past it
+    cpu_s: int = 5  # RLIMIT_CPU: a busy loop dies here, before the wall clock runs out
+    memory_mb: int = 1024  # RLIMIT_AS (address space)
+    file_mb: int = 1  # RLIMIT_FSIZE: the largest file a job may write
+    nproc: int = 32  # RLIMIT_NPROC for the job's uid (seccomp forbids fork and threads anyway)
+    min_isolation: list[str] = field(default_factory=lambda: ["rlimits"])  # refuse to start below these layers
+    workers: int = 2  # fork servers: jobs run in parallel (one per core is right for grading)
+
+
+@dataclass
 class EnvConfig:
     """The environment (`env=edit_menu` or `env=tools`)."""
 
@@ -30,8 +43,7 @@ class EnvConfig:
     rename_operands: bool = False  # RL tasks: each group's task with its operands renamed from OPERAND_POOL
     reward: str = "hidden"  # hidden: all hidden tests pass; public: all public tests pass (hackable)
     max_calls_per_turn: int = 4  # tools env: calls executed per turn
-    sandbox_min_isolation: list[str] = field(default_factory=lambda: ["rlimits"])  # tools: refuse below
-    sandbox_workers: int = 2  # tools: parallel sandbox workers for grading
+    sandbox: SandboxLimits = field(default_factory=SandboxLimits)  # tools: the sandbox's limits
 
 
 @dataclass
@@ -304,7 +316,9 @@ POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "alg
             "algo.minibatches", "algo.max_sample_rounds", "env.max_turns", "threads", "eval.n_val",
             "eval.n_test", "algo.max_grad_norm", "algo.max_nonfinite_skips", "bench.repeats", "bench.baseline_threads", "cold_start.steps",
             "cold_start.batch_size", "cold_start.demos", "cold_start.rejection_per_task", "cold_start.lr",
-            "steps")
+            "steps",
+            "env.sandbox.timeout_s", "env.sandbox.cpu_s", "env.sandbox.memory_mb", "env.sandbox.file_mb",
+            "env.sandbox.nproc", "env.sandbox.workers")
 
 
 def _get(cfg, dotted: str):
@@ -332,6 +346,11 @@ def validate(cfg) -> None:
     for key in POSITIVE:
         if _get(cfg, key) <= 0:
             raise ConfigError(f"{key}={_get(cfg, key)!r} must be > 0")
+    from bugfix_rl.sandbox.hardening import LAYERS  # stdlib only
+
+    unknown = [layer for layer in cfg.env.sandbox.min_isolation if layer not in LAYERS]
+    if unknown:
+        raise ConfigError(f"env.sandbox.min_isolation: unknown layer {unknown[0]!r}; valid: {', '.join(LAYERS)}")
     if cfg.seed < 0:
         raise ConfigError(f"seed={cfg.seed} must be >= 0")
     if cfg.policy.copy_softcap < 0:

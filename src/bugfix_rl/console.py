@@ -28,6 +28,7 @@ class TrainConsole:
         self.console = Console(highlight=False)
         self.every = max(cfg.logger.every, 1)
         self._progress = None
+        self._task = None
 
     def print(self, *args) -> None:
         if self.enabled:
@@ -52,13 +53,18 @@ class TrainConsole:
             return
         with Progress(*bar_columns("train"), console=self.console, transient=False) as progress:
             self._progress = progress
-            task = progress.add_task("train", total=total, completed=start, status="")
+            self._task = task = progress.add_task("train", total=total, completed=start, status="")
 
             def advance(row: dict) -> None:
                 progress.update(task, advance=1, status=f"reward {row['reward']:.3f} entropy {row.get('entropy', 0):.3f}")
 
             yield advance
-            self._progress = None
+            self._progress = self._task = None
+
+    def status(self, text: str) -> None:
+        """Replace the text beside the training bar (e.g. while a checkpoint is validated); no-op without one."""
+        if self._progress is not None:
+            self._progress.update(self._task, status=text)
 
     def row(self, row: dict) -> None:
         if row["step"] % self.every == 0 or row["step"] + 1 == self.cfg.steps:
@@ -85,13 +91,16 @@ class TrainConsole:
 
 
 def print_outcome(result: dict, run_dir) -> None:
-    """A run's last lines, printed even with logger.console=false: the chosen checkpoint's pass@1 with
-    its 95% task-bootstrap interval (test, else validation) and the folder that holds the results."""
+    """A run's last lines, printed even with logger.console=false (so a sweep prints them once per run):
+    the chosen checkpoint's pass@1 with its 95% task-bootstrap interval (test, else validation), with
+    the run's arm, seed and sample size, and the folder that holds the results."""
     step = result["chosen_step"]
     if "test" in result:
         split, score = "test", result["test"]["chosen"]
     else:
         split, score = "validation", result["validation"][str(step)]
     lo, hi = score["ci"]
-    print(f"chosen checkpoint: step {step}, {split} pass@1 {score['pass_at_1']:.3f} [{lo:.3f}, {hi:.3f}]")
+    run = result["config"]
+    print(f"chosen checkpoint: step {step}, {split} pass@1 {score['pass_at_1']:.3f} [{lo:.3f}, {hi:.3f}]"
+          f" (arm {run['arm']}, seed {run['seed']}, {score['tasks']} tasks x {score['n']} episodes)")
     print(f"run dir: {run_dir}")

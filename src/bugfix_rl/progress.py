@@ -21,20 +21,23 @@ class PhaseProgress:
     one line saying what is built and why, a progress bar with an ETA per stage, then `<done> in N s`.
 
     The bars are drawn only when `bars` (logger.console) is set and stderr is a terminal; the first and
-    last lines always. Advancing a bar reads nothing from the work it reports on beyond what it is
+    last lines unless `lines` is off (phases a user asked to be quiet about). Advancing a bar reads nothing from the work it reports on beyond what it is
     handed, so the work's result does not depend on whether a bar is shown.
     """
 
-    def __init__(self, bars: bool = True, console: Console | None = None):
+    def __init__(self, bars: bool = True, console: Console | None = None, lines: bool = True):
         self.console = console or Console(stderr=True, highlight=False)
         self.bars = bars and self.console.is_terminal
+        self.lines = lines
 
     @contextmanager
     def phase(self, announcement: str, done: str = "built"):
-        self.console.print(announcement, soft_wrap=True, markup=False, highlight=False)
+        if self.lines:
+            self.console.print(announcement, soft_wrap=True, markup=False, highlight=False)
         start = time.perf_counter()
         yield self
-        self.console.print(f"{done} in {time.perf_counter() - start:.1f} s", markup=False, highlight=False)
+        if self.lines:
+            self.console.print(f"{done} in {time.perf_counter() - start:.1f} s", markup=False, highlight=False)
 
     @contextmanager
     def stage(self, label: str, total: int):

@@ -27,6 +27,7 @@ from bugfix_rl.evaluate.evaluate import behaviour_stats, sample_counts, sample_t
 from bugfix_rl.evaluate.stats import paired_bootstrap_diff, pass_rate_summary
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+from bugfix_rl.progress import PhaseProgress
 from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_step_tasks
 from bugfix_rl.rollout.pool import make_pool
 from bugfix_rl.rollout.trajectory import collate
@@ -44,7 +45,10 @@ class RunState:
 def library_versions() -> dict:
     import hydra
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "hydra": hydra.__version__}
+    from bugfix_rl.kernels import cpu_model, kernel_signature
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "hydra": hydra.__version__,
+            "kernels": kernel_signature(), "cpu": cpu_model()}
 
 
 class Trainer:
@@ -207,7 +211,6 @@ def run_training(cfg, run_dir: Path) -> dict:
     rollout.max_staleness > 0 the batches that were in flight are drawn again, so it does not.
     """
     from bugfix_rl.console import TrainConsole
-    from bugfix_rl.progress import PhaseProgress
     from bugfix_rl.preflight import run_preflight
 
     if cfg.resume:  # cheap checks first: a bad path must not wait for the RL base to be built
@@ -249,11 +252,13 @@ def run_training(cfg, run_dir: Path) -> dict:
         def keep(step: int, policy) -> None:
             path = run_dir / "checkpoints" / f"step_{step:03d}.safetensors"
             state.checkpoints[step] = path
+            view.status(f"validating step {step}: {cfg.eval.n_val} episodes x {len(make_tasks('val'))} tasks")
             state.validation[step] = evaluate_split(policy, tokenizer, make_env, "val", cfg.eval.n_val,
                                                     cfg.eval.val_seed, temperature)
             save_checkpoint(path, {**model_tensors(policy), **resume_tensors(trainer)},
                             {**checkpoint_meta(cfg, step, tokenizer), **resume_meta(trainer, state)})
             view.checkpoint(step, state.validation[step])
+            view.status(f"step {step} validation pass@1 {state.validation[step]['pass_at_1']:.3f}")
 
         if not cfg.resume:
             keep(0, base)
@@ -270,7 +275,8 @@ def run_training(cfg, run_dir: Path) -> dict:
         for logger in loggers:
             logger.close()
         trainer.close()  # rollout workers are not needed for the final evaluations
-        result = finish_run(cfg, run_dir, state, base, tokenizer, make_env)
+        result = finish_run(cfg, run_dir, state, base, tokenizer, make_env,
+                            PhaseProgress(bars=cfg.logger.console, lines=cfg.logger.console))
         view.final(result)
         write_status(run_dir, "complete", len(state.rows), state.checkpoints[max(state.checkpoints)])
         return result
@@ -352,10 +358,33 @@ def last_saved(state: RunState) -> Path | None:
     return state.checkpoints[max(saved)] if saved else None
 
 
-def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env) -> dict:
-    """Choose the checkpoint on validation, evaluate base and chosen on test once, write the reports."""
-    from bugfix_rl.policy.build import build_policy
+def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
+               progress: PhaseProgress | None = None) -> dict:
+    """Choose the checkpoint on validation, evaluate base and chosen on test once (and the final policy
+    and the base on the held-out tasks), write the reports. `progress` shows the evaluations."""
     from bugfix_rl.report_run import write_summary
+
+    progress = progress or PhaseProgress(bars=False, lines=False)
+    evaluations = []
+    if cfg.eval.test:
+        evaluations.append(f"test (base and chosen, {len(make_tasks('test'))} tasks x {cfg.eval.n_test})")
+    if cfg.eval.heldout_n > 0:
+        evaluations.append(f"held-out (base and final, {len(make_tasks('heldout'))} tasks x {cfg.eval.heldout_n})")
+    if evaluations:
+        with progress.phase("final evaluation: " + ", ".join(evaluations), done="final evaluation done"), \
+                progress.stage("policies evaluated", 2 * len(evaluations)) as advance:
+            result = _final_evaluations(cfg, run_dir, state, base, tokenizer, make_env, advance)
+    else:
+        result = _final_evaluations(cfg, run_dir, state, base, tokenizer, make_env, lambda status="": None)
+    (run_dir / "eval.json").write_text(json.dumps(result, indent=1))
+    plot_dashboard(state.rows, run_dir / "dashboard.png", title=f"{cfg.experiment} / {cfg.arm} / seed {cfg.seed}",
+                   validation=state.validation)
+    write_summary(run_dir, result, state.rows)
+    return result
+
+
+def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env, advance) -> dict:
+    """finish_run's result dict; advance(name) after each policy evaluated."""
 
     val_score = {s: v["pass_at_1"] for s, v in state.validation.items()}
     chosen_step = max(val_score, key=lambda s: (val_score[s], -s))  # best validation; ties -> earliest
@@ -377,6 +406,7 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env) -
         for name, policy in (("base", base), ("chosen", chosen)):
             test[name] = evaluate_split(policy, tokenizer, make_env, "test", cfg.eval.n_test, cfg.eval.test_seed,
                                         temperature)
+            advance(f"test {name}")
         n = cfg.eval.n_test
         diff, lo, hi = paired_bootstrap_diff(torch.tensor(test["chosen"]["per_task"]) / n,
                                              torch.tensor(test["base"]["per_task"]) / n)
@@ -389,17 +419,15 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env) -
         transcripts = run_dir / "transcripts"
         result["heldout"] = evaluate_with_transcripts(final_policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
                                                       seed, temperature, transcripts / "heldout_final.txt")
+        advance("held-out final")
         # the run's starting policy on the same tasks and stream: before vs after, paired over tasks
         result["heldout_base"] = evaluate_with_transcripts(base, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
                                                            seed, temperature, transcripts / "heldout_base.txt")
+        advance("held-out base")
         n = cfg.eval.heldout_n
         diff, lo, hi = paired_bootstrap_diff(torch.tensor(result["heldout"]["per_task"]) / n,
                                              torch.tensor(result["heldout_base"]["per_task"]) / n)
         result["heldout_paired_diff"] = {"diff": diff, "ci": [lo, hi], "tasks": len(result["heldout"]["per_task"])}
-    (run_dir / "eval.json").write_text(json.dumps(result, indent=1))
-    plot_dashboard(state.rows, run_dir / "dashboard.png", title=f"{cfg.experiment} / {cfg.arm} / seed {cfg.seed}",
-                   validation=state.validation)
-    write_summary(run_dir, result, state.rows)
     return result
 
 

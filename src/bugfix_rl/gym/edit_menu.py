@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bugfix_rl.config import EnvConfig
 from bugfix_rl.gym.ops import NAME_PLACEHOLDER, CodeState, code_states, edit_state
 from bugfix_rl.gym.tasks import ALL_OPS, Task
 
@@ -25,12 +26,12 @@ REWARD_MODES = ("hidden", "public")
 
 @dataclass
 class EditMenuConfig:
-    """Environment fields of the edit menu (book defaults)."""
+    """Environment fields of the edit menu (book defaults, written once in config.EnvConfig)."""
 
-    max_turns: int = 6  # actions per episode, malformed ones included
-    max_edits: int = 1  # edit attempts allowed; later ones are refused (a `no change` edit counts)
-    rename: bool = True  # replace the function name by one from RENAME_POOL
-    reward: str = "hidden"  # hidden: all hidden tests pass after submit; public: all public tests pass
+    max_turns: int = EnvConfig.max_turns  # actions per episode, malformed ones included
+    max_edits: int = EnvConfig.max_edits  # edit attempts allowed; later ones are refused (`no change` counts)
+    rename: bool = EnvConfig.rename  # replace the function name by one from RENAME_POOL
+    reward: str = EnvConfig.reward  # hidden: all hidden tests pass after submit; public: all public tests pass
 
 
 @dataclass

@@ -41,6 +41,7 @@ from functools import lru_cache
 
 import re2
 
+from bugfix_rl.config import EnvConfig
 from bugfix_rl.gym.edit_menu import RENAME_POOL, REWARD_MODES
 from bugfix_rl.gym.ops import apply_op
 from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS, Task
@@ -105,12 +106,13 @@ MAX_COPY_CHECK_LINES = 16  # an Edit's old_string lines looked up in earlier res
 
 @dataclass
 class ToolsEnvConfig:
-    """Environment fields of the tools env (book defaults)."""
+    """Environment fields of the tools env (book defaults, written once in config.EnvConfig; the
+    view's caps below are the env's own)."""
 
-    max_turns: int = 6  # assistant turns per episode
-    max_calls_per_turn: int = 4  # calls run per turn; later ones are refused (too_many_calls)
-    rename: bool = True  # replace the function name (and so the file names) by one from RENAME_POOL
-    reward: str = "hidden"  # hidden: all hidden tests pass; public: all public tests pass (hackable)
+    max_turns: int = EnvConfig.max_turns  # assistant turns per episode
+    max_calls_per_turn: int = EnvConfig.max_calls_per_turn  # calls run per turn; later ones: too_many_calls
+    rename: bool = EnvConfig.rename  # replace the function name (and so the file names) by one from RENAME_POOL
+    reward: str = EnvConfig.reward  # hidden: all hidden tests pass; public: all public tests pass (hackable)
     max_output_words: int = 64  # compact view: words shown per result before `...`
     max_file_chars: int = 100_000  # largest file Edit/Write may leave (repeated replace_all can explode)
 
@@ -650,6 +652,5 @@ def make_tools_env_factory(env_cfg):
 
     config = ToolsEnvConfig(max_turns=env_cfg.max_turns, max_calls_per_turn=env_cfg.max_calls_per_turn,
                             rename=env_cfg.rename, reward=env_cfg.reward)
-    sandbox = Sandbox(SandboxConfig(min_isolation=tuple(env_cfg.sandbox_min_isolation),
-                                    workers=env_cfg.sandbox_workers))
+    sandbox = Sandbox(SandboxConfig.from_limits(env_cfg.sandbox))
     return (lambda task, name: ToolsEnv(task, config, name, sandbox)), sandbox.close

@@ -20,6 +20,7 @@ import torch
 
 from bugfix_rl.algo.sft import sft_train
 from bugfix_rl.checkpoint import CheckpointError, load_checkpoint, load_model_state, model_tensors, save_checkpoint
+from bugfix_rl.kernels import kernel_signature
 from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.tasks import OPERAND_POOL, base_task_name, make_tasks, with_renamed_operands
 from bugfix_rl.policy.scripted import NoisyPolicy
@@ -108,15 +109,11 @@ def cache_root(policy_cfg) -> Path:
 
 
 def recipe_key(recipe, arch: TinyAgentConfig, tokenizer: Tokenizer, env_fields: dict | None = None) -> str:
-    arch_fields = dataclasses.asdict(arch)
-    if not arch.copy_head and not arch.shared_identifier_embedding:  # keys of plain TinyAgents stay as before
-        arch_fields = {k: v for k, v in arch_fields.items() if k not in COPY_FIELDS}
-    for switch in ("copy_softcap", "copy_suffix_match"):  # keys of bases built before a switch existed stay
-        if not (arch.copy_head and getattr(arch, switch)):
-            arch_fields.pop(switch, None)
+    """The cache key of a base: a hash of everything its weights depend on (the recipe, the architecture,
+    the vocabulary, the env fields its demonstrations ran in, torch's version and the CPU kernels)."""
     blob = json.dumps([dataclasses.asdict(recipe) if dataclasses.is_dataclass(recipe) else dict(recipe),
-                       arch_fields, tokenizer.words, torch.__version__] + ([env_fields] if env_fields else []),
-                      sort_keys=True)
+                       dataclasses.asdict(arch), tokenizer.words, torch.__version__, kernel_signature()]
+                      + ([env_fields] if env_fields else []), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

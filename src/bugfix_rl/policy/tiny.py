@@ -22,24 +22,26 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from bugfix_rl.config import PolicyConfig
 from bugfix_rl.policy.copy_head import CopyHead
 
 
 @dataclass
 class TinyAgentConfig:
-    """Architecture of TinyAgent (vocab_size is set from the tokenizer)."""
+    """Architecture of TinyAgent (vocab_size is set from the tokenizer). The defaults are the config
+    schema's `policy.*` (config.PolicyConfig, where each field is explained), written once there."""
 
-    d_model: int = 64
-    n_layers: int = 3
-    n_heads: int = 4
-    d_ff: int = 192
-    max_len: int = 256  # longest episode in tokens, prompt included
-    copy_head: bool = False  # pointer-generator output: mix the vocabulary with a copy of context tokens
-    copy_dim: int = 32  # width of the copy head's query/key
-    copy_ngram: int = 3  # match features: the copied token's 1..n predecessors equal the last n tokens
-    copy_softcap: float = 0.0  # the copy head's learned attention score is capped at +-this (0 = no cap)
-    copy_suffix_match: bool = False  # match features count only an unbroken run of the last n tokens
-    shared_identifier_embedding: bool = False  # operand names share one input embedding
+    d_model: int = PolicyConfig.d_model
+    n_layers: int = PolicyConfig.n_layers
+    n_heads: int = PolicyConfig.n_heads
+    d_ff: int = PolicyConfig.d_ff
+    max_len: int = PolicyConfig.max_len
+    copy_head: bool = PolicyConfig.copy_head
+    copy_dim: int = PolicyConfig.copy_dim
+    copy_ngram: int = PolicyConfig.copy_ngram
+    copy_softcap: float = PolicyConfig.copy_softcap
+    copy_suffix_match: bool = PolicyConfig.copy_suffix_match
+    shared_identifier_embedding: bool = PolicyConfig.shared_identifier_embedding
 
 
 class KVCache:

@@ -26,6 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bugfix_rl.config import SandboxLimits
+
 from . import wire
 from .hardening import LAYERS
 
@@ -50,22 +52,31 @@ class SandboxUnavailable(RuntimeError):
     """A layer named in `min_isolation` cannot be had on this machine (or a server failed to start)."""
 
 
+_DEFAULTS = SandboxLimits()  # the defaults are the config schema's (`env.sandbox.*`), written once there
+
+
 @dataclass(frozen=True)
 class SandboxConfig:
-    timeout_s: float = 5.0
+    timeout_s: float = _DEFAULTS.timeout_s
     """Wall-clock limit per job (a test run or a grading call batch); the job is killed past it."""
-    cpu_s: int = 5
+    cpu_s: int = _DEFAULTS.cpu_s
     """RLIMIT_CPU of the job process, in seconds."""
-    memory_mb: int = 1024
+    memory_mb: int = _DEFAULTS.memory_mb
     """RLIMIT_AS (address space) of the job process, in MiB."""
-    file_mb: int = 1
+    file_mb: int = _DEFAULTS.file_mb
     """RLIMIT_FSIZE: the largest file the job may write, in MiB."""
-    nproc: int = 32
+    nproc: int = _DEFAULTS.nproc
     """RLIMIT_NPROC for the job's uid (processes + threads; seccomp forbids both anyway)."""
-    min_isolation: tuple[str, ...] = ("rlimits",)
+    min_isolation: tuple[str, ...] = tuple(_DEFAULTS.min_isolation)
     """Layers that must be active, else the constructor raises SandboxUnavailable; see LAYERS."""
-    workers: int = 2
+    workers: int = _DEFAULTS.workers
     """Fork servers, i.e. jobs run in parallel (one per core is right for grading)."""
+
+    @classmethod
+    def from_limits(cls, limits: SandboxLimits) -> SandboxConfig:
+        """The sandbox of a run's `env.sandbox` settings."""
+        return cls(limits.timeout_s, limits.cpu_s, limits.memory_mb, limits.file_mb, limits.nproc,
+                   tuple(limits.min_isolation), limits.workers)
 
     def __post_init__(self):
         object.__setattr__(self, "min_isolation", tuple(self.min_isolation))

@@ -1,0 +1,56 @@
+"""Which CPU kernels torch runs, chosen before torch loads (so `bugfix_rl` is imported before `torch`).
+
+torch picks its vectorised ATen kernels, MKL its BLAS code path and oneDNN its JIT kernels by the CPU
+they find (AVX2, AVX-512, ...), and each path rounds differently: the same seed gives other weights,
+another RL base and other README numbers on another CPU. `BUGFIX_RL_KERNELS` chooses:
+
+- `portable` (default): all three pinned to AVX2 (`ATEN_CPU_CAPABILITY=avx2`, MKL's conditional
+  numerical reproducibility `MKL_CBWR=AVX2`, `ONEDNN_MAX_CPU_ISA=AVX2`), so an x86-64 CPU with AVX2
+  or AVX-512, Intel or AMD, computes the same bytes for the same seed and thread count. Measured on
+  a 2-core AVX-512 Xeon: a GRPO step costs about 1.3x the native one (`scripts/bench_kernels.py`).
+- `native`: whatever the CPU offers; faster, and the same bytes only on the same CPU model.
+
+A variable the user set already is left as it is. On a CPU that is not x86-64 nothing is pinned.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+MODES = ("portable", "native")
+PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def requested_mode() -> str:
+    return os.environ.get("BUGFIX_RL_KERNELS", "portable")
+
+
+def pin_kernels() -> None:
+    """Set PORTABLE_ENV (where unset) when the portable mode is asked for on x86-64; torch must not be
+    loaded yet, or its ATen choice is already made (kernel_signature then tells)."""
+    if requested_mode() == "portable" and platform.machine().lower() in ("x86_64", "amd64"):
+        for name, value in PORTABLE_ENV.items():
+            os.environ.setdefault(name, value)
+
+
+def kernel_signature() -> str:
+    """What this process runs, e.g. 'aten=AVX2 mkl_cbwr=AVX2 onednn=AVX2': part of the RL base's cache
+    key and of every run's recorded versions, so weights built on other kernels are never mixed in."""
+    import torch
+
+    return " ".join([f"aten={torch.backends.cpu.get_cpu_capability()}",
+                     f"mkl_cbwr={os.environ.get('MKL_CBWR', 'auto')}",
+                     f"onednn={os.environ.get('ONEDNN_MAX_CPU_ISA', 'auto')}"])
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
