@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-slow bench clean
+.PHONY: run test test-slow bench docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $$( command -v $(PY) || command -v python3 ) -m venv $(VENV)
@@ -23,6 +23,9 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_step.py
+
+docs: $(STAMP)
+	bash scripts/make_docs.sh
 
 clean:
 	rm -rf $(VENV) outputs multirun

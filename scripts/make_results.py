@@ -21,7 +21,8 @@ import torch
 
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.envs import make_env_factory
-from bugfix_rl.evaluate.ablation import build_report, forest_rows, power_lines, table_cells, table_header
+from bugfix_rl.evaluate.ablation import (build_report, forest_rows, power_lines, table_cells, table_header,
+                                         verdicts)
 from bugfix_rl.evaluate.evaluate import action_sequences, behaviour_stats, per_task_table, sample_trajectories, success_counts
 from bugfix_rl.evaluate.plots import forest_plot
 from bugfix_rl.evaluate.stats import pass_rate_summary
@@ -113,19 +114,7 @@ def ablation_section(sweep: Path, seconds: float | None, command: str) -> list[s
     for row in report.rows:
         lines.append("| " + " | ".join(table_cells(report, row)) + " |")
     lines += ["", "![forest plot](img/ablation_forest.png)", ""]
-    for row in report.rows[1:]:
-        diff, lo, hi = row.diff
-        if lo > 0 or hi < 0:
-            verdict = (f"the interval excludes 0, so on these {report.tasks} tasks the arm is {'better' if lo > 0 else 'worse'}"
-                       f" than the reference by {abs(diff):.2f} (between {min(abs(lo), abs(hi)):.2f} and"
-                       f" {max(abs(lo), abs(hi)):.2f})")
-        else:
-            verdict = (f"the interval includes 0, so {len(row.seeds)} seeds and {report.tasks} tasks cannot tell this"
-                       f" arm from the reference; an effect as large as {max(abs(lo), abs(hi)):.2f} is not ruled out")
-        exploit = row.train.get("late_exploit")
-        extra = (f"; its late training reward is {row.train['late_reward']:.2f} with exploit use {exploit:.2f}"
-                 if exploit is not None and exploit > 0.5 else "")
-        lines.append(f"- **{row.arm}**: {diff:+.3f} [{lo:+.3f}, {hi:+.3f}]: {verdict}{extra}.")
+    lines += verdicts(report)
     lines.append("")
     if seconds is not None:
         lines += [f"Wall-clock for the whole sweep ({len(report.runs)} runs, 2 at a time with 1 thread each on 2 cores):"

@@ -257,6 +257,27 @@ def power_lines(power: dict) -> list[str]:
     return lines
 
 
+def verdicts(report: Report) -> list[str]:
+    """One markdown bullet per compared arm: its paired difference and what the interval allows one to say."""
+    lines = []
+    for row in report.rows:
+        if row.diff is None:
+            continue
+        diff, lo, hi = row.diff
+        if lo > 0 or hi < 0:
+            verdict = (f"the interval excludes 0, so on these {report.tasks} tasks the arm is {'better' if lo > 0 else 'worse'}"
+                       f" than the reference by {abs(diff):.2f} (between {min(abs(lo), abs(hi)):.2f} and"
+                       f" {max(abs(lo), abs(hi)):.2f})")
+        else:
+            verdict = (f"the interval includes 0, so {len(row.seeds)} seeds and {report.tasks} tasks cannot tell this"
+                       f" arm from the reference; an effect as large as {max(abs(lo), abs(hi)):.2f} is not ruled out")
+        exploit = row.train.get("late_exploit")
+        extra = (f"; its late training reward is {row.train['late_reward']:.2f} with exploit use {exploit:.2f}"
+                 if exploit is not None and exploit > 0.5 else "")
+        lines.append(f"- **{row.arm}**: {diff:+.3f} [{lo:+.3f}, {hi:+.3f}]: {verdict}{extra}.")
+    return lines
+
+
 def write_report(report: Report) -> list[Path]:
     """Write report.md (+ forest_plot.png when there is a comparison) into the sweep dir; their paths."""
     from bugfix_rl.evaluate.plots import forest_plot

@@ -1,0 +1,270 @@
+"""algo/update.py by hand on a small random TinyAgent (fast: the mutation run of update.py uses these):
+the trainer's log-probs and entropy, micro-batch slicing, which rows skip the backward, the statistics
+minibatch_loss reports, how many optimizer steps policy_update takes and what it reports, gap_summary."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from bugfix_rl.algo.objective import AGGREGATIONS
+from bugfix_rl.algo.update import (gap_summary, micro_batches, minibatch_loss, policy_update, token_logprobs,
+                                   zero_advantage_split)
+from bugfix_rl.config import AlgoConfig
+from bugfix_rl.rollout.trajectory import Batch
+
+from test_trainer_contract import scratch_model, synthetic_batch  # noqa: E402  (same folder)
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    return scratch_model(tokenizer)
+
+
+class Recorder(torch.optim.SGD):
+    """SGD that counts its steps and keeps a copy of each gradient it was handed."""
+
+    def __init__(self, params, lr=0.0):
+        super().__init__(params, lr=lr)
+        self.steps, self.grads = 0, []
+
+    def step(self, closure=None):
+        self.steps += 1
+        self.grads.append([p.grad.clone() for group in self.param_groups for p in group["params"]])
+        return super().step(closure)
+
+
+# ---------------------------------------------------------------- token_logprobs
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_token_logprobs_are_the_tempered_log_softmax_at_the_next_token(model, temperature):
+    batch = synthetic_batch(model)
+    out = token_logprobs(model, batch.ids, temperature)
+    logp_all = torch.log_softmax(model(batch.ids)[:, :-1] / temperature, dim=-1)
+    expected = logp_all.gather(-1, batch.ids[:, 1:, None]).squeeze(-1)
+    torch.testing.assert_close(out.logp, expected, rtol=0, atol=1e-6)
+    torch.testing.assert_close(out.entropy, -(logp_all.exp() * logp_all).sum(-1), rtol=0, atol=1e-5)
+    assert out.logp.shape == batch.mask.shape and out.logp.requires_grad and not out.entropy.requires_grad
+
+
+def test_entropy_carries_a_gradient_only_when_asked(model):
+    batch = synthetic_batch(model)
+    with_grad = token_logprobs(model, batch.ids, 1.0, with_entropy_grad=True)
+    without = token_logprobs(model, batch.ids, 1.0)
+    assert with_grad.entropy.requires_grad and not without.entropy.requires_grad
+    torch.testing.assert_close(with_grad.entropy.detach(), without.entropy, rtol=0, atol=1e-5)
+
+
+def test_a_model_with_its_own_token_logprobs_is_asked_for_them():
+    calls = []
+
+    class Chat(torch.nn.Module):
+        def token_logprobs(self, ids, temperature, mask, with_entropy_grad):
+            calls.append((temperature, mask, with_entropy_grad))
+            return "theirs"
+
+    mask = torch.ones(1, 2)
+    assert token_logprobs(Chat(), torch.zeros(1, 3, dtype=torch.long), 0.5, True, mask) == "theirs"
+    assert calls == [(0.5, mask, True)]
+
+
+# ---------------------------------------------------------------- micro_batches
+
+
+@pytest.mark.parametrize("size,expected", [
+    (0, [(0, 10)]), (-1, [(0, 10)]), (10, [(0, 10)]), (11, [(0, 10)]), (1, [(i, i + 1) for i in range(10)]),
+    (3, [(0, 3), (3, 6), (6, 9), (9, 12)]), (5, [(0, 5), (5, 10)]), (9, [(0, 9), (9, 18)]),
+])
+def test_micro_batches_slice_the_rows(model, size, expected):
+    batch = synthetic_batch(model, rows=10)
+    assert [(s.start, s.stop) for s in micro_batches(batch, size)] == expected
+
+
+# ---------------------------------------------------------------- zero_advantage_split
+
+
+def test_zero_advantage_rows_skip_the_backward_only_without_kl_or_entropy_terms(model):
+    batch = synthetic_batch(model, rows=4)
+    batch.advantages = torch.tensor([0.5, 0.0, -0.5, 0.0])
+    parts = zero_advantage_split(batch, AlgoConfig())
+    assert [(index.tolist(), backward) for index, backward in parts] == [([0, 2], True), ([1, 3], False)]
+    assert zero_advantage_split(batch, AlgoConfig(kl_coef=0.1, kl_in_reward=True))[1][1] is False
+    for algo in (AlgoConfig(entropy_coef=0.01), AlgoConfig(kl_coef=0.1)):  # these terms act on every row
+        assert zero_advantage_split(batch, algo) == [(slice(None), True)]
+    batch.advantages = torch.tensor([0.5, 1.0, -0.5, 2.0])
+    assert zero_advantage_split(batch, AlgoConfig()) == [(slice(None), True)]
+    batch.advantages = torch.zeros(4)
+    ((index, backward),) = zero_advantage_split(batch, AlgoConfig())
+    assert index.tolist() == [0, 1, 2, 3] and backward is False
+
+
+# ---------------------------------------------------------------- minibatch_loss statistics
+
+
+def _loss(model, batch, algo, ref_model=None, is_weights=None):
+    weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
+    return minibatch_loss(model, batch, weights, algo, ref_model, is_weights)
+
+
+def test_minibatch_loss_reports_entropy_tokens_and_gaps_over_policy_tokens(model):
+    batch = synthetic_batch(model)
+    batch.old_logp = batch.old_logp - 0.25 * batch.mask  # the sampler's log-probs 0.25 below the trainer's
+    _, stats = _loss(model, batch, AlgoConfig())
+    out = token_logprobs(model, batch.ids, 1.0)
+    assert stats["tokens"] == float(batch.mask.sum())
+    assert stats["entropy"] == pytest.approx(float((out.entropy * batch.mask).sum() / batch.mask.sum()), abs=1e-6)
+    assert stats["logp_gap_tokens"].shape == (int(batch.mask.sum()),)
+    torch.testing.assert_close(stats["logp_gap_tokens"], torch.full_like(stats["logp_gap_tokens"], 0.25), atol=1e-5,
+                               rtol=0)
+    assert "kl_ref" not in stats
+
+
+def test_minibatch_loss_at_ratio_one_is_minus_the_weighted_advantage(model):
+    """At ratio 1 the clipped term is -A per token: the loss is -sum(w * A) over policy tokens."""
+    batch = synthetic_batch(model)
+    algo = AlgoConfig()
+    loss, _ = _loss(model, batch, algo)
+    weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
+    expected = -(weights * batch.mask * batch.advantages[:, None]).sum()
+    assert float(loss.detach()) == pytest.approx(float(expected), abs=1e-6)
+
+
+def test_the_kl_statistic_and_term_by_hand(model):
+    batch = synthetic_batch(model)
+    reference = scratch_model_like(model, seed=1)
+    algo = AlgoConfig(kl_coef=0.1, kl_kind="k1")
+    loss, stats = _loss(model, batch, algo, ref_model=reference)
+    logp = token_logprobs(model, batch.ids, 1.0).logp.detach()
+    ref = token_logprobs(reference, batch.ids, 1.0).logp.detach()
+    k1 = ((logp - ref) * batch.mask).sum() / batch.mask.sum()
+    assert stats["kl_ref"] == pytest.approx(float(k1), abs=1e-5)
+    plain, _ = _loss(model, batch, AlgoConfig())
+    weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
+    kl_term = 0.1 * (weights * batch.mask * (logp - ref)).sum()
+    assert float(loss - plain) == pytest.approx(float(kl_term), abs=1e-6)
+
+
+def test_the_entropy_bonus_lowers_the_loss_by_its_weighted_entropy(model):
+    batch = synthetic_batch(model)
+    algo = AlgoConfig(entropy_coef=0.05)
+    with_bonus, _ = _loss(model, batch, algo)
+    plain, _ = _loss(model, batch, AlgoConfig())
+    entropy = token_logprobs(model, batch.ids, 1.0).entropy
+    weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
+    assert float(plain - with_bonus) == pytest.approx(float(0.05 * (weights * batch.mask * entropy).sum()), abs=1e-6)
+
+
+def test_importance_weights_scale_the_clipped_term_only(model):
+    batch = synthetic_batch(model)
+    algo = AlgoConfig()
+    plain, _ = _loss(model, batch, algo)
+    half, _ = _loss(model, batch, algo, is_weights=torch.full((len(batch), batch.mask.shape[1] + 3), 0.5))
+    assert float(half) == pytest.approx(0.5 * float(plain), abs=1e-6)
+    entropy_algo = AlgoConfig(entropy_coef=0.05)
+    bonus_plain, _ = _loss(model, batch, entropy_algo)
+    bonus_half, _ = _loss(model, batch, entropy_algo, is_weights=torch.full_like(batch.mask, 0.5))
+    assert float(bonus_half - half) == pytest.approx(float(bonus_plain - plain), abs=1e-6)  # the bonus is unweighted
+
+
+def scratch_model_like(model, seed: int):
+    other = copy.deepcopy(model)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return other.eval()
+
+
+# ---------------------------------------------------------------- policy_update
+
+
+@pytest.mark.parametrize("epochs,minibatches", [(1, 1), (1, 3), (2, 2), (3, 1)])
+def test_policy_update_takes_epochs_times_minibatches_steps(model, epochs, minibatches):
+    learner = copy.deepcopy(model)
+    optimizer = Recorder(learner.parameters())
+    algo = AlgoConfig(epochs=epochs, minibatches=minibatches)
+    metrics = policy_update(learner, optimizer, synthetic_batch(model, rows=12), algo, torch.Generator().manual_seed(0))
+    assert optimizer.steps == epochs * minibatches
+    assert metrics["skipped_steps"] == [False] * (epochs * minibatches) and metrics["nonfinite_skips"] == 0.0
+
+
+def test_policy_update_reports_the_mean_clipped_gradient_norm(model):
+    learner = copy.deepcopy(model)
+    optimizer = Recorder(learner.parameters())
+    algo = AlgoConfig(minibatches=2, max_grad_norm=1e9)
+    metrics = policy_update(learner, optimizer, synthetic_batch(model, rows=8), algo, torch.Generator().manual_seed(0))
+    norms = [float(torch.cat([g.flatten() for g in grads]).norm()) for grads in optimizer.grads]
+    assert metrics["grad_norm"] == pytest.approx(sum(norms) / len(norms), rel=1e-5)
+    assert metrics["entropy"] > 0 and metrics["approx_kl"] >= 0 and 0 <= metrics["clip_frac"] <= 1
+
+
+def test_policy_update_clips_the_gradient_norm(model):
+    learner = copy.deepcopy(model)
+    optimizer = Recorder(learner.parameters())
+    policy_update(learner, optimizer, synthetic_batch(model), AlgoConfig(minibatches=1, max_grad_norm=1e-3),
+                  torch.Generator().manual_seed(0))
+    (grads,) = optimizer.grads
+    assert float(torch.cat([g.flatten() for g in grads]).norm()) == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_an_all_zero_advantage_minibatch_still_steps_with_a_zero_gradient(model):
+    learner = copy.deepcopy(model)
+    optimizer = Recorder(learner.parameters())
+    batch = synthetic_batch(model)
+    batch.advantages = torch.zeros(len(batch))
+    metrics = policy_update(learner, optimizer, batch, AlgoConfig(minibatches=1), torch.Generator().manual_seed(0))
+    assert optimizer.steps == 1 and all(float(g.abs().max()) == 0.0 for g in optimizer.grads[0])
+    assert metrics["grad_norm"] == 0.0
+    assert metrics["entropy"] > 0  # the no-grad pass still measured them
+
+
+def test_policy_update_statistics_are_token_weighted_means_over_micro_batches(model):
+    batch = synthetic_batch(model, rows=8)
+    batch.mask[:4, :6] = 0.0  # rows with fewer policy tokens: a plain mean over micro-batches would differ
+    def update(algo):
+        learner = copy.deepcopy(model)
+        return policy_update(learner, Recorder(learner.parameters()), batch, algo, torch.Generator().manual_seed(0))
+
+    one, split = update(AlgoConfig()), update(AlgoConfig(micro_batch_size=3))
+    for key in ("entropy", "approx_kl", "clip_frac"):
+        assert split[key] == pytest.approx(one[key], abs=1e-6), key
+    assert "tokens" not in one
+
+
+def test_the_logp_gap_is_read_on_the_first_minibatch_only(model):
+    batch = synthetic_batch(model, rows=8)
+    batch.old_logp = batch.old_logp - 0.5 * batch.mask
+    learner = copy.deepcopy(model)
+    metrics = policy_update(learner, Recorder(learner.parameters()), batch, AlgoConfig(minibatches=2),
+                            torch.Generator().manual_seed(0))
+    assert metrics["logp_gap"] == pytest.approx(0.5, abs=1e-5) and metrics["logp_gap_mean"] == pytest.approx(0.5, abs=1e-5)
+
+
+def test_tis_anchors_at_the_trainer_and_leaves_the_callers_old_logp(model):
+    batch = synthetic_batch(model)
+    mu = batch.old_logp - 0.1 * batch.mask
+    batch.old_logp = mu.clone()
+    learner = copy.deepcopy(model)
+    metrics = policy_update(learner, Recorder(learner.parameters()), batch, AlgoConfig(tis_cap=2.0),
+                            torch.Generator().manual_seed(0))
+    assert torch.equal(batch.old_logp, mu)
+    assert metrics["approx_kl"] == pytest.approx(0.0, abs=1e-9) and metrics["clip_frac"] == 0.0  # ratio pi / pi_old = 1
+    assert metrics["logp_gap"] == pytest.approx(0.1, abs=1e-5) and "tis_truncated_frac" in metrics
+
+
+# ---------------------------------------------------------------- gap_summary
+
+
+def test_gap_summary_by_hand():
+    values = torch.arange(1, 101, dtype=torch.float64) / 100  # 0.01 .. 1.00
+    summary = gap_summary([values[:30], values[30:]])
+    assert summary["logp_gap"] == pytest.approx(1.0)
+    assert summary["logp_gap_mean"] == pytest.approx(0.505)
+    assert summary["logp_gap_p99"] == pytest.approx(0.9901)  # linear interpolation at rank 98.01
+    assert gap_summary([]) == {"logp_gap": 0.0, "logp_gap_mean": 0.0, "logp_gap_p99": 0.0}
+    assert gap_summary([torch.zeros(0)]) == {"logp_gap": 0.0, "logp_gap_mean": 0.0, "logp_gap_p99": 0.0}
+    assert not math.isnan(gap_summary([torch.tensor([2.0])])["logp_gap_p99"])
