@@ -3,8 +3,9 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TEST_WORKERS ?= 2  # pytest-xdist workers: one per core of a 2-core CI machine
 
-.PHONY: run test test-slow bench docs clean
+.PHONY: run test test-slow test-gpu bench docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $$( command -v $(PY) || command -v python3 ) -m venv $(VENV)
@@ -16,10 +17,13 @@ run: $(STAMP)
 	$(BIN)/bugfix-rl train +exp=capstone seed=0
 
 test: $(STAMP)
-	$(BIN)/python -m pytest --durations=25
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
+
+test-gpu: $(STAMP)
+	$(BIN)/python -m pytest -m gpu
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_step.py

@@ -301,3 +301,18 @@ def test_dashboard_panels_keep_sizes_apart_and_show_validation_with_its_interval
     legend = [text.get_text() for text in panels["outcome"].get_legend().get_texts()]
     assert "validation pass@1 [95% CI]" in legend
     plt.close(fig)
+
+
+def test_a_checkpoint_config_with_the_old_sandbox_keys_still_loads():
+    """Checkpoints written before the sandbox limits moved to env.sandbox.* name them env.sandbox_*."""
+    import dataclasses
+
+    from bugfix_rl.config import TrainConfig
+    from bugfix_rl.evaluate.checkpoint_eval import config_from_meta
+
+    raw = dataclasses.asdict(TrainConfig())
+    del raw["env"]["sandbox"]
+    raw["env"].update(sandbox_workers=1, sandbox_min_isolation=["rlimits", "netns"])
+    cfg = config_from_meta({"config": raw}, "old.safetensors")
+    assert cfg.env.sandbox.workers == 1 and cfg.env.sandbox.min_isolation == ["rlimits", "netns"]
+    assert cfg.env.sandbox.timeout_s == TrainConfig().env.sandbox.timeout_s

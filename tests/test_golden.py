@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from bugfix_rl.checkpoint import load_checkpoint
+from bugfix_rl.kernels import cpu_flags
 
 GOLDEN = {1: "201c49e0cbc919d6", 2: "201c49e0cbc919d6"}  # threads -> sha256[:16] of the step-2 weights
 
@@ -31,7 +32,8 @@ def weights_digest(path) -> str:
     return digest.hexdigest()[:16]
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="the pinned kernels are x86-64's")
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or not {"avx2", "fma"} <= cpu_flags(),
+                    reason="the pinned kernels are those of x86-64 CPUs with AVX2")
 @pytest.mark.parametrize("threads", sorted(GOLDEN))
 def test_a_seeded_smoke_run_hashes_to_the_committed_value(tmp_path, threads):
     env = {**{k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")},
@@ -40,7 +42,7 @@ def test_a_seeded_smoke_run_hashes_to_the_committed_value(tmp_path, threads):
         [sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=smoke", "seed=0", f"threads={threads}",
          "policy.base.episodes=32", "policy.base.steps=8", f"policy.cache_dir={tmp_path}/cache",
          "preflight=false", "eval.test=false", f"hydra.run.dir={tmp_path}/run"],
-        capture_output=True, text=True, timeout=300, env=env)
+        capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr
     digest = weights_digest(tmp_path / "run" / "checkpoints" / "step_002.safetensors")
     assert digest == GOLDEN[threads], f"step-2 weights hash to {digest} with {threads} thread(s)"

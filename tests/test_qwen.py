@@ -235,3 +235,28 @@ def test_device_script_runs_tiny_on_cpu(tmp_path):
         step = env["steps"][0]
         assert step["generation_s"] > 0 and step["update_s"] > 0 and step["logp_gap_p99"] < 1e-4
         assert "peak_gpu_gb" in env
+
+
+# ---------------------------------------------------------------- (5) on a CUDA device (make test-gpu)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_chat_path_on_cuda_matches_the_cpu(tiny_qwen):
+    """The tiny Qwen3 moved to the GPU: its sampled episodes keep the token path, the trainer's log-probs
+    equal the sampler's there, and equal the CPU's for the same ids; one update step runs."""
+    policy, tokenizer = tiny_qwen
+    on_cpu = copy.deepcopy(policy)
+    policy.lm.to("cuda")
+    episodes = edit_menu_episodes(policy, n_tasks=2, per_task=2)
+    batch = collate(episodes, tokenizer.pad_id)
+    on = batch.mask > 0
+    with torch.no_grad():
+        gpu = token_logprobs(policy, batch.ids, 1.0, mask=batch.mask).logp
+        cpu = token_logprobs(on_cpu, batch.ids, 1.0, mask=batch.mask).logp
+    assert float((gpu - batch.old_logp).abs()[on].max()) < 1e-4
+    assert float((gpu - cpu).abs()[on].max()) < 1e-3
+    batch.advantages = torch.linspace(-1, 1, len(batch))
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4, weight_decay=0.0)
+    metrics = policy_update(policy, optimizer, batch, AlgoConfig(minibatches=1), torch.Generator().manual_seed(0))
+    assert metrics["nonfinite_skips"] == 0.0 and metrics["grad_norm"] > 0

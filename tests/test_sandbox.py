@@ -334,4 +334,4 @@ def test_sandbox_is_fast_enough_for_the_hot_path(sandbox):
     started = time.perf_counter()
     results = sandbox.map_call_function(jobs)
     assert all(r.status == "ok" for r in results)
-    assert len(jobs) / (time.perf_counter() - started) > 40  # loose floor; bench_sandbox.py measures
+    assert len(jobs) / (time.perf_counter() - started) > 15  # loose floor (a busy 2-core machine); bench_sandbox.py measures

@@ -237,6 +237,12 @@ with Sandbox(SandboxConfig(workers=1)) as sandbox:
 """
 
 
+# The bound on one turn: the regressions these tests guard against took minutes (quadratic or
+# exponential paths; the comments give the measured figures), a fixed turn takes milliseconds, and
+# the suite may share the cores with another test worker.
+TURN_SECONDS = 3.0
+
+
 def seconds_for_last_turn(*turns: str) -> tuple[float, list[str]]:
     """Run the turns in a fresh env in a child interpreter; the last one's seconds and responses.
     A child that has not answered in 60 s is killed and the test fails (a hang, not a slow step)."""
@@ -256,26 +262,26 @@ def test_a_printed_rule_line_does_not_hang_the_test_summary():
         tool_call("Write", file_path="test_rule.py",
                   content=f"import os\nos.write(1, b'{line}\\n')\n\n\ndef test_ok():\n    pass\n"),
         tool_call("Bash", command="pytest test_rule.py"))
-    assert seconds < 1.0 and line in response and "1 passed" in response
+    assert seconds < TURN_SECONDS and line in response and "1 passed" in response
 
 
 def test_a_pathological_grep_pattern_does_not_hang():
     seconds, (response,) = seconds_for_last_turn(
         tool_call("Write", file_path="notes.txt", content="a" * 400 + "\n"),  # 10x the 40 that never returned
         tool_call("Bash", command="grep '\\(a*\\)*b' notes.txt"))
-    assert seconds < 1.0 and response.strip() == "exit code 1", response  # grep found nothing
+    assert seconds < TURN_SECONDS and response.strip() == "exit code 1", response  # grep found nothing
 
 
 def test_thousands_of_unclosed_tool_call_tags_do_not_hang():
     seconds, responses = seconds_for_last_turn("<tool_call>" * 20_000)  # 4,000 took 12.7 s
-    assert seconds < 1.0 and responses == ["Error: invalid tool call (unclosed_tool_call)."]
+    assert seconds < TURN_SECONDS and responses == ["Error: invalid tool call (unclosed_tool_call)."]
 
 
 def test_a_source_of_newlines_edited_twice_does_not_hang_the_op_classifier():
     seconds, responses = seconds_for_last_turn(  # the classifier runs the ops on the text before the edit
         tool_call("Read", file_path="pin.py") + tool_call("Write", file_path="pin.py", content="\n" * 99_000),
         tool_call("Write", file_path="pin.py", content=BUGGY))  # 8,000 newlines took 2.1 s; 99,000 ~5 min
-    assert seconds < 1.0 and responses == ["The file /repo/pin.py has been overwritten."]
+    assert seconds < TURN_SECONDS and responses == ["The file /repo/pin.py has been overwritten."]
 
 
 def test_an_edit_of_many_lines_seen_only_in_the_last_observation_stays_fast():
@@ -289,7 +295,7 @@ def test_an_edit_of_many_lines_seen_only_in_the_last_observation_stays_fast():
         tool_call("Read", file_path="a.txt") * 4, tool_call("Read", file_path="a.txt") * 3,
         tool_call("Read", file_path="b.txt"),
         tool_call("Read", file_path="pin.py") + tool_call("Edit", file_path="pin.py", old_string=lines, new_string="x"))
-    assert seconds < 1.0 and responses[1] == "Error: String to replace not found in file."
+    assert seconds < 2.0 and responses[1] == "Error: String to replace not found in file."  # the regression: 3.1 s
 
 
 # ---------------------------------------------------------------- 3. crashes of env.step

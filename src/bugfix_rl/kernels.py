@@ -10,13 +10,16 @@ another RL base and other README numbers on another CPU. `BUGFIX_RL_KERNELS` cho
   a 2-core AVX-512 Xeon: a GRPO step costs about 1.3x the native one (`scripts/bench_kernels.py`).
 - `native`: whatever the CPU offers; faster, and the same bytes only on the same CPU model.
 
-A variable the user set already is left as it is. On a CPU that is not x86-64 nothing is pinned.
+A variable the user set already is left as it is. On a CPU that is not x86-64, or one without AVX2 and
+FMA, nothing is pinned (kernel_signature says what runs, and the RL base's cache key holds it).
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import sys
+import warnings
 
 MODES = ("portable", "native")
 PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
@@ -26,12 +29,32 @@ def requested_mode() -> str:
     return os.environ.get("BUGFIX_RL_KERNELS", "portable")
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (Linux: /proc/cpuinfo), empty when unknown."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
 def pin_kernels() -> None:
-    """Set PORTABLE_ENV (where unset) when the portable mode is asked for on x86-64; torch must not be
-    loaded yet, or its ATen choice is already made (kernel_signature then tells)."""
-    if requested_mode() == "portable" and platform.machine().lower() in ("x86_64", "amd64"):
-        for name, value in PORTABLE_ENV.items():
-            os.environ.setdefault(name, value)
+    """Set PORTABLE_ENV (where unset) when the portable mode is asked for on an x86-64 CPU with AVX2
+    and FMA (torch obeys ATEN_CPU_CAPABILITY without checking the CPU: on one without AVX2 the pin
+    would crash, so such a CPU runs its native kernels). torch must not be loaded yet, or its ATen
+    choice is already made: a warning says so, and kernel_signature reports what runs."""
+    if requested_mode() != "portable" or platform.machine().lower() not in ("x86_64", "amd64"):
+        return
+    if not {"avx2", "fma"} <= cpu_flags():
+        return
+    if "torch" in sys.modules:
+        warnings.warn("torch was imported before bugfix_rl: its CPU kernels are not pinned (import bugfix_rl first)",
+                      stacklevel=3)
+    for name, value in PORTABLE_ENV.items():
+        os.environ.setdefault(name, value)
 
 
 def kernel_signature() -> str:
@@ -39,9 +62,9 @@ def kernel_signature() -> str:
     key and of every run's recorded versions, so weights built on other kernels are never mixed in."""
     import torch
 
-    return " ".join([f"aten={torch.backends.cpu.get_cpu_capability()}",
-                     f"mkl_cbwr={os.environ.get('MKL_CBWR', 'auto')}",
-                     f"onednn={os.environ.get('ONEDNN_MAX_CPU_ISA', 'auto')}"])
+    mkl = os.environ.get("MKL_CBWR", "auto") if torch.backends.mkl.is_available() else "none"
+    onednn = os.environ.get("ONEDNN_MAX_CPU_ISA", "auto") if torch.backends.mkldnn.is_available() else "none"
+    return f"aten={torch.backends.cpu.get_cpu_capability()} mkl_cbwr={mkl} onednn={onednn}"
 
 
 def cpu_model() -> str:

@@ -46,11 +46,26 @@ def config_from_meta(meta: dict, path) -> object:
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path} holds no training config (kind {meta.get('kind')!r});"
                               " bugfix-rl eval needs a policy checkpoint written by bugfix-rl train")
+    raw = _renamed_keys(raw)
     try:
         return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), raw))
     except OmegaConfBaseException as err:
         raise CheckpointError(f"checkpoint {path} has a config this version cannot read:"
                               f" {str(err).splitlines()[0]}") from None
+
+
+# keys that moved since checkpoints were first written: (section, old key) -> key under section.sandbox
+RENAMED_SANDBOX_KEYS = {("env", "sandbox_workers"): "workers", ("env", "sandbox_min_isolation"): "min_isolation"}
+
+
+def _renamed_keys(raw: dict) -> dict:
+    """A stored config with keys that have moved since (env.sandbox_workers -> env.sandbox.workers)."""
+    env = dict(raw.get("env") or {})
+    for (_, old), new in RENAMED_SANDBOX_KEYS.items():
+        if old in env:
+            env.setdefault("sandbox", {})
+            env["sandbox"] = {**env["sandbox"], new: env.pop(old)}
+    return {**raw, "env": env} if "env" in raw else raw
 
 
 def load_policy(path: str) -> LoadedPolicy:
