@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
+# mutmut forks each mutant's test run from a process that has run torch: with an OpenMP thread pool
+# started there, the forked child deadlocks in its first parallel region and every such mutant would
+# be reported as a "timeout". One thread means no pool, so no spurious hangs.
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 $BIN/python -c "import mutmut" 2>/dev/null || $BIN/python -m pip install --quiet "mutmut>=3.3"
 rm -rf mutants
 $BIN/mutmut run --max-children "${MUTATION_JOBS:-2}"

@@ -64,12 +64,12 @@ def test_a_model_with_its_own_token_logprobs_is_asked_for_them():
 
     class Chat(torch.nn.Module):
         def token_logprobs(self, ids, temperature, mask, with_entropy_grad):
-            calls.append((temperature, mask, with_entropy_grad))
+            calls.append((ids, temperature, mask, with_entropy_grad))
             return "theirs"
 
-    mask = torch.ones(1, 2)
-    assert token_logprobs(Chat(), torch.zeros(1, 3, dtype=torch.long), 0.5, True, mask) == "theirs"
-    assert calls == [(0.5, mask, True)]
+    ids, mask = torch.zeros(1, 3, dtype=torch.long), torch.ones(1, 2)
+    assert token_logprobs(Chat(), ids, 0.5, True, mask) == "theirs"
+    assert calls == [(ids, 0.5, mask, True)]
 
 
 # ---------------------------------------------------------------- micro_batches
@@ -145,7 +145,7 @@ def test_the_kl_statistic_and_term_by_hand(model):
     plain, _ = _loss(model, batch, AlgoConfig())
     weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
     kl_term = 0.1 * (weights * batch.mask * (logp - ref)).sum()
-    assert float(loss - plain) == pytest.approx(float(kl_term), abs=1e-6)
+    assert float((loss - plain).detach()) == pytest.approx(float(kl_term), abs=1e-6)
 
 
 def test_the_entropy_bonus_lowers_the_loss_by_its_weighted_entropy(model):
@@ -160,6 +160,7 @@ def test_the_entropy_bonus_lowers_the_loss_by_its_weighted_entropy(model):
 
 def test_importance_weights_scale_the_clipped_term_only(model):
     batch = synthetic_batch(model)
+    batch.advantages = torch.linspace(0.2, 1.0, len(batch))  # one sign: the clipped term's sum is not 0
     algo = AlgoConfig()
     plain, _ = _loss(model, batch, algo)
     half, _ = _loss(model, batch, algo, is_weights=torch.full((len(batch), batch.mask.shape[1] + 3), 0.5))
@@ -268,3 +269,139 @@ def test_gap_summary_by_hand():
     assert gap_summary([]) == {"logp_gap": 0.0, "logp_gap_mean": 0.0, "logp_gap_p99": 0.0}
     assert gap_summary([torch.zeros(0)]) == {"logp_gap": 0.0, "logp_gap_mean": 0.0, "logp_gap_p99": 0.0}
     assert not math.isnan(gap_summary([torch.tensor([2.0])])["logp_gap_p99"])
+
+
+# ---------------------------------------------------------------- more of policy_update, by hand
+
+
+def one_token_batch(model) -> Batch:
+    """A batch whose only policy token is (row 0, position 20)."""
+    batch = synthetic_batch(model, rows=2)
+    batch.mask.zero_()
+    batch.mask[0, 20] = 1.0
+    batch.old_logp = token_logprobs(model, batch.ids, 1.0).logp.detach() * batch.mask
+    batch.advantages = torch.tensor([1.0, 0.0])
+    return batch
+
+
+def test_one_policy_token_statistics_are_that_tokens(model):
+    batch = one_token_batch(model)
+    entropy = float(token_logprobs(model, batch.ids, 1.0).entropy[0, 20])
+    reference = scratch_model_like(model, seed=2)
+    _, stats = _loss(model, batch, AlgoConfig(kl_coef=0.1, kl_kind="k1"), ref_model=reference)
+    k1 = float(token_logprobs(model, batch.ids, 1.0).logp[0, 20] - token_logprobs(reference, batch.ids, 1.0).logp[0, 20])
+    assert stats["entropy"] == pytest.approx(entropy, abs=1e-6) and stats["kl_ref"] == pytest.approx(k1, abs=1e-6)
+    learner = copy.deepcopy(model)
+    metrics = policy_update(learner, Recorder(learner.parameters()), batch, AlgoConfig(minibatches=1),
+                            torch.Generator().manual_seed(0))
+    assert metrics["entropy"] == pytest.approx(entropy, abs=1e-6)
+
+
+def test_statistics_are_the_token_weighted_mean_by_hand(model):
+    batch = synthetic_batch(model, rows=4)
+    batch.mask[:2, 12:18] = 0.0  # rows 0-1: 5 policy tokens, rows 2-3: 11
+    learner = copy.deepcopy(model)
+    metrics = policy_update(learner, Recorder(learner.parameters()), batch, AlgoConfig(minibatches=1),
+                            torch.Generator().manual_seed(0))
+    entropy = token_logprobs(model, batch.ids, 1.0).entropy
+    assert metrics["entropy"] == pytest.approx(float((entropy * batch.mask).sum() / batch.mask.sum()), abs=1e-6)
+
+
+def test_the_minibatch_order_comes_from_the_given_generator_only(model):
+    batch = synthetic_batch(model, rows=8)
+    batch.advantages = torch.linspace(0.1, 1.0, 8)
+
+    def update(global_seed: int):
+        torch.manual_seed(global_seed)
+        learner = copy.deepcopy(model)
+        optimizer = Recorder(learner.parameters())
+        policy_update(learner, optimizer, batch, AlgoConfig(minibatches=4), torch.Generator().manual_seed(0))
+        return optimizer.grads
+
+    for a, b in zip(update(1)[0], update(2)[0]):
+        assert torch.equal(a, b)
+
+
+def test_tis_weights_scale_the_gradient_and_report_the_truncated_share(model):
+    """mu twice pi_old on every token: IS weight min(1/2, C) = 0.5, so the first gradient is half the
+    plain one; with C = 0.25 every token is truncated."""
+    batch = synthetic_batch(model)
+    batch.advantages = torch.linspace(0.2, 1.0, len(batch))
+
+    def first_grad(algo, old_logp):
+        learner = copy.deepcopy(model)
+        optimizer = Recorder(learner.parameters())
+        metrics = policy_update(learner, optimizer, Batch(batch.ids, batch.mask, old_logp, batch.rewards, batch.groups,
+                                                          batch.advantages), algo, torch.Generator().manual_seed(0))
+        return torch.cat([g.flatten() for g in optimizer.grads[0]]), metrics
+
+    plain, _ = first_grad(AlgoConfig(minibatches=1, max_grad_norm=1e9), batch.old_logp)
+    mu = batch.old_logp + math.log(2.0) * batch.mask
+    half, metrics = first_grad(AlgoConfig(minibatches=1, max_grad_norm=1e9, tis_cap=2.0), mu)
+    torch.testing.assert_close(half, 0.5 * plain, rtol=1e-4, atol=1e-7)
+    assert metrics["tis_truncated_frac"] == 0.0
+    _, capped = first_grad(AlgoConfig(minibatches=1, tis_cap=0.25), mu)
+    assert capped["tis_truncated_frac"] == 1.0
+
+
+def test_rows_with_zero_advantage_skip_the_backward_without_changing_the_gradient(model):
+    batch = synthetic_batch(model)
+    batch.advantages = torch.tensor([0.5, 0.0, -0.5, 0.0, 1.0, 0.0, -1.0, 0.25])
+
+    def first_grad(algo):
+        learner = copy.deepcopy(model)
+        optimizer = Recorder(learner.parameters())
+        policy_update(learner, optimizer, batch, algo, torch.Generator().manual_seed(0))
+        return torch.cat([g.flatten() for g in optimizer.grads[0]])
+
+    split = first_grad(AlgoConfig(minibatches=1, max_grad_norm=1e9))
+    full = first_grad(AlgoConfig(minibatches=1, max_grad_norm=1e9, entropy_coef=1e-30))  # every row backward
+    torch.testing.assert_close(split, full, rtol=1e-5, atol=1e-8)
+
+
+def test_policy_update_uses_the_kl_reference_and_the_norm_const_aggregation(model):
+    batch = synthetic_batch(model)
+    learner = copy.deepcopy(model)
+    metrics = policy_update(learner, Recorder(learner.parameters()), batch, AlgoConfig(minibatches=1, kl_coef=0.1),
+                            torch.Generator().manual_seed(0), ref_model=scratch_model_like(model, seed=3))
+    assert metrics["kl_ref"] > 0
+    learner = copy.deepcopy(model)
+    optimizer = Recorder(learner.parameters())
+    policy_update(learner, optimizer, batch, AlgoConfig(minibatches=1, loss_mode="norm_const", norm_const=1000.0,
+                                                        max_grad_norm=1e9), torch.Generator().manual_seed(0))
+    token_mean = batch.mask.sum()
+    learner2 = copy.deepcopy(model)
+    plain = Recorder(learner2.parameters())
+    policy_update(learner2, plain, batch, AlgoConfig(minibatches=1, max_grad_norm=1e9), torch.Generator().manual_seed(0))
+    scale = float(token_mean) / 1000.0  # token_mean divides by the token count, norm_const by 1000
+    torch.testing.assert_close(torch.cat([g.flatten() for g in optimizer.grads[0]]),
+                               scale * torch.cat([g.flatten() for g in plain.grads[0]]), rtol=1e-3, atol=1e-8)
+
+
+def test_the_entropy_bonus_has_a_gradient(model):
+    batch = synthetic_batch(model)
+
+    def grad(algo):
+        learner = copy.deepcopy(model)
+        loss, _ = _loss(learner, batch, algo)
+        loss.backward()
+        return torch.cat([p.grad.flatten() for p in learner.parameters() if p.grad is not None])
+
+    assert not torch.allclose(grad(AlgoConfig(entropy_coef=0.5)), grad(AlgoConfig()))
+
+
+def test_minibatch_loss_passes_the_mask_to_the_sequence_ratio_and_the_dual_clip_to_the_loss(model):
+    from bugfix_rl.algo.objective import RATIOS, aggregate, ppo_clip_loss
+
+    batch = synthetic_batch(model)
+    batch.old_logp = batch.old_logp + 0.3 * batch.mask * torch.linspace(-2, 2, len(batch))[:, None]  # A < 0: ratio e^0.6
+    algo = AlgoConfig(ratio_level="sequence", clip_low=0.1, clip_high=0.1, dual_clip=1.5)
+    loss, _ = _loss(model, batch, algo)
+    logp = token_logprobs(model, batch.ids, 1.0).logp
+    log_ratio = RATIOS["sequence"](logp, batch.old_logp, batch.mask)
+    per_token, _ = ppo_clip_loss(log_ratio, batch.advantages, batch.mask, 0.1, 0.1, 1.5)
+    weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
+    expected = aggregate(torch.where(batch.mask > 0, per_token, 0.0), weights)
+    assert float(loss.detach()) == pytest.approx(float(expected.detach()), abs=1e-6)
+    no_dual, _ = _loss(model, batch, AlgoConfig(ratio_level="sequence", clip_low=0.1, clip_high=0.1))
+    assert float(no_dual.detach()) != pytest.approx(float(loss.detach()), abs=1e-4)  # the dual clip binds here

@@ -149,9 +149,10 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
                     gaps = stats.pop("logp_gap_tokens", None)
                     if not skipped_steps and gaps is not None and is_weights is None:  # first minibatch: nothing moved yet
                         first_gaps.append(gaps)
-                    for key, value in stats.items():
-                        sums[key] = sums.get(key, 0.0) + value * (stats["tokens"] if key != "tokens" else 1)
-                    token_total += stats["tokens"]
+                    tokens = stats.pop("tokens")
+                    for key, value in stats.items():  # token-weighted sums
+                        sums[key] = sums.get(key, 0.0) + value * tokens
+                    token_total += tokens
             if not backward_rows:  # every row skipped: the exact gradient is 0, and the optimizer still steps
                 for p in params:
                     p.grad = torch.zeros_like(p)
@@ -161,7 +162,7 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
                 optimizer.step()
                 grad_norms.append(grad_norm)
             skipped_steps.append(not finite)
-    metrics = {k: v / max(token_total, 1.0) for k, v in sums.items() if k != "tokens"}
+    metrics = {k: v / max(token_total, 1.0) for k, v in sums.items()}
     metrics.update(tis_metrics)
     metrics["grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else float("nan")
     metrics["nonfinite_skips"] = float(sum(skipped_steps))
