@@ -286,11 +286,13 @@ def _pane(socket: str) -> str:
 
 @pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux")
 def test_make_runs_command_in_a_terminal_shows_progress_and_ends_with_the_run_dir(tmp_path, rl_base):
-    """`make run`'s command (the capstone, seed 0; the RL base already cached by the rl_base fixture) in a
-    tmux pane of 200 x 50: a progress bar with an ETA while it trains, then the score and the run dir."""
+    """`make run`'s command (the capstone, seed 0, here with one thread; the RL base already cached by the
+    rl_base fixture) in a tmux pane of 200 x 50: a progress bar with an ETA while it trains, then the
+    score and the run dir."""
     recipe = (Path(__file__).parents[1] / "Makefile").read_text().split("\nrun:", 1)[1].splitlines()[1]
     assert recipe.startswith("\t$(BIN)/bugfix-rl train "), recipe  # what `make run` runs, without the install
-    MAKE_RUN_ARGS = shlex.split(recipe.split("$(BIN)/bugfix-rl ", 1)[1])
+    # threads=1: the suite runs in two workers on two cores, where a 2-thread run spin-waits for minutes
+    MAKE_RUN_ARGS = shlex.split(recipe.split("$(BIN)/bugfix-rl ", 1)[1]) + ["threads=1"]
     socket, run_dir = f"bugfix-rl-test-{os.getpid()}", tmp_path / "run"
     command = shlex.join([sys.executable, "-m", "bugfix_rl.cli", *MAKE_RUN_ARGS, f"hydra.run.dir={run_dir}"])
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR", "TMUX")}
