@@ -155,7 +155,7 @@ def test_the_entropy_bonus_lowers_the_loss_by_its_weighted_entropy(model):
     plain, _ = _loss(model, batch, AlgoConfig())
     entropy = token_logprobs(model, batch.ids, 1.0).entropy
     weights = AGGREGATIONS[algo.loss_mode](batch.mask, algo.norm_const)
-    assert float(plain - with_bonus) == pytest.approx(float(0.05 * (weights * batch.mask * entropy).sum()), abs=1e-6)
+    assert float((plain - with_bonus).detach()) == pytest.approx(float(0.05 * (weights * batch.mask * entropy).sum()), abs=1e-6)
 
 
 def test_importance_weights_scale_the_clipped_term_only(model):
@@ -164,11 +164,12 @@ def test_importance_weights_scale_the_clipped_term_only(model):
     algo = AlgoConfig()
     plain, _ = _loss(model, batch, algo)
     half, _ = _loss(model, batch, algo, is_weights=torch.full((len(batch), batch.mask.shape[1] + 3), 0.5))
+    plain, half = plain.detach(), half.detach()
     assert float(half) == pytest.approx(0.5 * float(plain), abs=1e-6)
     entropy_algo = AlgoConfig(entropy_coef=0.05)
     bonus_plain, _ = _loss(model, batch, entropy_algo)
     bonus_half, _ = _loss(model, batch, entropy_algo, is_weights=torch.full_like(batch.mask, 0.5))
-    assert float(bonus_half - half) == pytest.approx(float(bonus_plain - plain), abs=1e-6)  # the bonus is unweighted
+    assert float(bonus_half.detach() - half) == pytest.approx(float(bonus_plain.detach() - plain), abs=1e-6)  # unweighted
 
 
 def scratch_model_like(model, seed: int):
@@ -289,7 +290,7 @@ def test_one_policy_token_statistics_are_that_tokens(model):
     entropy = float(token_logprobs(model, batch.ids, 1.0).entropy[0, 20])
     reference = scratch_model_like(model, seed=2)
     _, stats = _loss(model, batch, AlgoConfig(kl_coef=0.1, kl_kind="k1"), ref_model=reference)
-    k1 = float(token_logprobs(model, batch.ids, 1.0).logp[0, 20] - token_logprobs(reference, batch.ids, 1.0).logp[0, 20])
+    k1 = float((token_logprobs(model, batch.ids, 1.0).logp[0, 20] - token_logprobs(reference, batch.ids, 1.0).logp[0, 20]).detach())
     assert stats["entropy"] == pytest.approx(entropy, abs=1e-6) and stats["kl_ref"] == pytest.approx(k1, abs=1e-6)
     learner = copy.deepcopy(model)
     metrics = policy_update(learner, Recorder(learner.parameters()), batch, AlgoConfig(minibatches=1),
