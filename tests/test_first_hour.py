@@ -314,3 +314,16 @@ def test_make_runs_command_in_a_terminal_shows_progress_and_ends_with_the_run_di
     assert lines[-2] == f"run dir: {run_dir}"
     assert re.fullmatch(r"chosen checkpoint: step \d+, test pass@1 [01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\] "
                         r"\(arm default, seed 0, 5 tasks x 32 episodes\)", lines[-3]), pane
+
+
+def test_env_tools_with_the_default_policy_trains(tmp_path):
+    """`bugfix-rl train env=tools` with every other default builds its own starting policy (the tools RL
+    base, here by a shortened recipe in its own cache), passes preflight and trains (on 9e4fcfe it
+    stopped with three preflight FAILs and no hint)."""
+    result = _cli("train", "env=tools", "steps=1", "threads=1", "eval.n_val=2", "eval.n_test=2",
+                  "policy.tools_base.episodes=16", "policy.tools_base.steps=5", f"policy.cache_dir={tmp_path}/cache",
+                  f"hydra.run.dir={tmp_path}/run", timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "FAIL" not in result.stdout and "building the tools RL base" in result.stderr
+    assert result.stdout.strip().splitlines()[-1] == f"run dir: {tmp_path}/run"
+    assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "complete"
