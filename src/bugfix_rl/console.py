@@ -31,8 +31,8 @@ class TrainConsole:
         self._task = None
 
     def print(self, *args) -> None:
-        if self.enabled:
-            (self._progress.console if self._progress else self.console).print(*args)
+        if self.enabled:  # on stdout; while the bar is live, rich shows it above the bar
+            self.console.print(*args)
 
     def preflight(self, checks: dict) -> None:
         table = Table(title=f"preflight: {len(checks)} checks", show_lines=False)
@@ -48,10 +48,13 @@ class TrainConsole:
 
     @contextmanager
     def progress(self, total: int, start: int = 0):
-        if not self.enabled:
+        """The training bar with its ETA, on stderr and only when stderr is a terminal (a pipe or a file
+        gets the dashboard rows on stdout and no bar)."""
+        bar_console = Console(stderr=True, highlight=False)
+        if not self.enabled or not bar_console.is_terminal:
             yield lambda row: None
             return
-        with Progress(*bar_columns("train"), console=self.console, transient=False) as progress:
+        with Progress(*bar_columns("train"), console=bar_console, transient=False) as progress:
             self._progress = progress
             self._task = task = progress.add_task("train", total=total, completed=start, status="")
 
