@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
 import subprocess
 import sys
 
 import pytest
 
 from bugfix_rl.checkpoint import load_checkpoint
-from bugfix_rl.kernels import cpu_flags
+from bugfix_rl.kernels import PORTABLE_ENV, pinnable
 
 GOLDEN = {1: "201c49e0cbc919d6", 2: "201c49e0cbc919d6"}  # threads -> sha256[:16] of the step-2 weights
 
@@ -32,12 +31,10 @@ def weights_digest(path) -> str:
     return digest.hexdigest()[:16]
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or not {"avx2", "fma"} <= cpu_flags(),
-                    reason="the pinned kernels are those of x86-64 CPUs with AVX2")
+@pytest.mark.skipif(not pinnable(), reason="the pinned kernels are those of x86-64 CPUs with AVX2")
 @pytest.mark.parametrize("threads", sorted(GOLDEN))
 def test_a_seeded_smoke_run_hashes_to_the_committed_value(tmp_path, threads):
-    env = {**{k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")},
-           "BUGFIX_RL_KERNELS": "portable"}
+    env = {**{k: v for k, v in os.environ.items() if k not in PORTABLE_ENV}, "BUGFIX_RL_KERNELS": "portable"}
     result = subprocess.run(
         [sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=smoke", "seed=0", f"threads={threads}",
          "policy.base.episodes=32", "policy.base.steps=8", f"policy.cache_dir={tmp_path}/cache",

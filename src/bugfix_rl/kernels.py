@@ -7,7 +7,8 @@ another RL base and other README numbers on another CPU. `BUGFIX_RL_KERNELS` cho
 - `portable` (default): all three pinned to AVX2 (`ATEN_CPU_CAPABILITY=avx2`, MKL's conditional
   numerical reproducibility `MKL_CBWR=AVX2`, `ONEDNN_MAX_CPU_ISA=AVX2`), so an x86-64 CPU with AVX2
   or AVX-512, Intel or AMD, computes the same bytes for the same seed and thread count. Measured on
-  a 2-core AVX-512 Xeon: a GRPO step costs about 1.3x the native one (`scripts/bench_kernels.py`).
+  a 2-core AVX-512 Xeon: a GRPO step costs 1.14x and 1.23x the native one in two runs of
+  `scripts/bench_kernels.py`.
 - `native`: whatever the CPU offers; faster, and the same bytes only on the same CPU model.
 
 A variable the user set already is left as it is. On a CPU that is not x86-64, or one without AVX2 and
@@ -29,16 +30,26 @@ def requested_mode() -> str:
     return os.environ.get("BUGFIX_RL_KERNELS", "portable")
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags (Linux: /proc/cpuinfo), empty when unknown."""
+def _cpuinfo(field: str) -> str | None:
+    """The value of the first `field` line of /proc/cpuinfo (Linux), or None where there is none."""
     try:
         with open("/proc/cpuinfo") as cpuinfo:
             for line in cpuinfo:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                if line.startswith(field):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return set()
+    return None
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (Linux: /proc/cpuinfo), empty when unknown."""
+    return set((_cpuinfo("flags") or "").split())
+
+
+def pinnable() -> bool:
+    """Whether the portable kernels can run here: an x86-64 CPU with AVX2 and FMA."""
+    return platform.machine().lower() in ("x86_64", "amd64") and {"avx2", "fma"} <= cpu_flags()
 
 
 def pin_kernels() -> None:
@@ -46,9 +57,7 @@ def pin_kernels() -> None:
     and FMA (torch obeys ATEN_CPU_CAPABILITY without checking the CPU: on one without AVX2 the pin
     would crash, so such a CPU runs its native kernels). torch must not be loaded yet, or its ATen
     choice is already made: a warning says so, and kernel_signature reports what runs."""
-    if requested_mode() != "portable" or platform.machine().lower() not in ("x86_64", "amd64"):
-        return
-    if not {"avx2", "fma"} <= cpu_flags():
+    if requested_mode() != "portable" or not pinnable():
         return
     if "torch" in sys.modules:
         warnings.warn("torch was imported before bugfix_rl: its CPU kernels are not pinned (import bugfix_rl first)",
@@ -69,11 +78,4 @@ def kernel_signature() -> str:
 
 def cpu_model() -> str:
     """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return _cpuinfo("model name") or platform.processor() or platform.machine()

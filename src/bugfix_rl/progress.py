@@ -21,8 +21,9 @@ class PhaseProgress:
     one line saying what is built and why, a progress bar with an ETA per stage, then `<done> in N s`.
 
     The bars are drawn only when `bars` (logger.console) is set and stderr is a terminal; the first and
-    last lines unless `lines` is off (phases a user asked to be quiet about). Advancing a bar reads nothing from the work it reports on beyond what it is
-    handed, so the work's result does not depend on whether a bar is shown.
+    last lines unless `lines` is off (phases a user asked to be quiet about). Advancing a bar reads
+    nothing from the work it reports on beyond what it is handed, so the work's result does not depend
+    on whether a bar is shown.
     """
 
     def __init__(self, bars: bool = True, console: Console | None = None, lines: bool = True):

@@ -54,18 +54,19 @@ def config_from_meta(meta: dict, path) -> object:
                               f" {str(err).splitlines()[0]}") from None
 
 
-# keys that moved since checkpoints were first written: (section, old key) -> key under section.sandbox
-RENAMED_SANDBOX_KEYS = {("env", "sandbox_workers"): "workers", ("env", "sandbox_min_isolation"): "min_isolation"}
+# env keys that moved since checkpoints were first written: env.<old> -> env.sandbox.<new>
+MOVED_TO_ENV_SANDBOX = {"sandbox_workers": "workers", "sandbox_min_isolation": "min_isolation"}
 
 
 def _renamed_keys(raw: dict) -> dict:
-    """A stored config with keys that have moved since (env.sandbox_workers -> env.sandbox.workers)."""
-    env = dict(raw.get("env") or {})
-    for (_, old), new in RENAMED_SANDBOX_KEYS.items():
-        if old in env:
-            env.setdefault("sandbox", {})
-            env["sandbox"] = {**env["sandbox"], new: env.pop(old)}
-    return {**raw, "env": env} if "env" in raw else raw
+    """A stored config with the keys that have moved since (env.sandbox_workers -> env.sandbox.workers)."""
+    if "env" not in raw:
+        return raw
+    env = dict(raw["env"] or {})
+    moved = {new: env.pop(old) for old, new in MOVED_TO_ENV_SANDBOX.items() if old in env}
+    if moved:
+        env["sandbox"] = {**env.get("sandbox", {}), **moved}
+    return {**raw, "env": env}
 
 
 def load_policy(path: str) -> LoadedPolicy:

@@ -20,9 +20,9 @@ import torch
 
 from bugfix_rl.algo.sft import sft_train
 from bugfix_rl.checkpoint import CheckpointError, load_checkpoint, load_model_state, model_tensors, save_checkpoint
-from bugfix_rl.kernels import kernel_signature
 from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.tasks import OPERAND_POOL, base_task_name, make_tasks, with_renamed_operands
+from bugfix_rl.kernels import kernel_signature
 from bugfix_rl.policy.scripted import NoisyPolicy
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
 from bugfix_rl.policy.tokenizer import Tokenizer, identifier_ids

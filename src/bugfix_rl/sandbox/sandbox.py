@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bugfix_rl.config import SandboxLimits
@@ -75,8 +75,7 @@ class SandboxConfig:
     @classmethod
     def from_limits(cls, limits: SandboxLimits) -> SandboxConfig:
         """The sandbox of a run's `env.sandbox` settings."""
-        return cls(limits.timeout_s, limits.cpu_s, limits.memory_mb, limits.file_mb, limits.nproc,
-                   tuple(limits.min_isolation), limits.workers)
+        return cls(**{**asdict(limits), "min_isolation": tuple(limits.min_isolation)})
 
     def __post_init__(self):
         object.__setattr__(self, "min_isolation", tuple(self.min_isolation))
