@@ -44,7 +44,7 @@ def capstone_section(run: Path) -> list[str]:
     cfg = result["config"]
     lines = ["## 1. Capstone (seed {seed}, {steps} steps x 64 episodes, {threads} threads)".format(**cfg), "",
              f"Run dir: `{run}`. Command: `bugfix-rl train +exp=capstone seed={cfg['seed']}`.", "",
-             "| checkpoint step | validation pass@1 [95% task-bootstrap CI] | per task (of 16) |", "|---|---|---|"]
+             "| checkpoint step | validation pass@1 [95% CI over tasks, Wilson] | per task (of 16) |", "|---|---|---|"]
     for step, v in result["validation"].items():
         lines.append(f"| {step} | {ci(v)} | {v['per_task']} |")
     lines += ["", f"Chosen on validation (best pass@1, ties -> earliest): step {result['chosen_step']}.", "",
@@ -78,7 +78,7 @@ def behaviour_section(run: Path, seed: int = 5, n: int = 32) -> list[str]:
     close()
     stats = behaviour_stats(trajectories)
     counts = success_counts(trajectories, len(tasks))
-    summary = pass_rate_summary(counts, n, seed=seed)
+    summary = pass_rate_summary(counts, n)
     lines = [f"## 2. What the chosen checkpoint does (step {result['chosen_step']}, 10 held-out tasks x {n} episodes,"
              f" generator seed {seed})", "",
              f"Held-out pass@1 {ci(summary)}.", "",
@@ -144,7 +144,7 @@ def reproducibility_section(steps: int = 30) -> list[str]:
     for threads, model in models.items():
         counts = success_counts(sample_trajectories(model, tokenizer, make_tasks("heldout"), 16, make_env, 1.0, 100),
                                 10)
-        held[threads] = pass_rate_summary(counts, 16, seed=100)
+        held[threads] = pass_rate_summary(counts, 16)
     close()
     return [f"## 4. Reproducibility: 1 thread vs 2 threads (seed 0, {steps} steps, same code and config)", "",
             f"First step whose batch reward differs: {diverge if diverge is not None else 'none within ' + str(steps)}."

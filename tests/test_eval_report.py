@@ -24,7 +24,9 @@ from bugfix_rl import cli
 from bugfix_rl.evaluate.ablation import build_report
 from bugfix_rl.evaluate.checkpoint_eval import run_eval
 from bugfix_rl.evaluate.evaluate import success_counts
-from bugfix_rl.evaluate.stats import paired_bootstrap_diff, required_units
+from bugfix_rl.evaluate.intervals import arm_difference
+from bugfix_rl.evaluate.power import minimum_detectable_effect, required_units_t
+from bugfix_rl.evaluate.stats import required_units
 from bugfix_rl.rollout.trajectory import Trajectory
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -105,7 +107,11 @@ def test_eval_same_checkpoint_twice_sees_the_same_stream(smoke_run):
     result = run_eval(ckpt, "test", n=2, seed=7, compare=ckpt)
     first, second = result["models"]
     assert first["per_task"] == second["per_task"] and first["sequences"] == second["sequences"]
-    assert result["paired_diff"]["diff"] == 0.0 and result["paired_diff"]["ci"] == [0.0, 0.0]
+    assert result["paired_diff"]["diff"] == 0.0 and result["paired_diff"]["per_task"] == [0.0] * 5
+    lo, hi = result["paired_diff"]["ci"]
+    assert lo <= 0.0 <= hi  # about new tasks: agreeing on these 5 does not pin the difference to 0 there
+    episodes = result["paired_diff"]["episodes"]
+    assert (episodes["a_only"], episodes["b_only"], episodes["p_exact"], episodes["se"]) == (0, 0, 1.0, 0.0)
 
 
 def test_eval_missing_checkpoint_is_one_line_exit_2_from_the_console_script(tmp_path):
@@ -150,8 +156,10 @@ def test_report_end_to_end_on_a_multirun_sweep(sweep, capsys):
     assert (sweep / "forest_plot.png").read_bytes().startswith(PNG_MAGIC)
     table = [line for line in report_md.splitlines() if line.startswith("| a ") or line.startswith("| b ")]
     assert len(table) == 2 and "| reference |" in table[0]
-    # both arms are the same recipe with the same seeds: identical runs, a difference of exactly zero
-    assert "+0.000 [+0.000, +0.000]" in table[1]
+    # both arms are the same recipe with the same seeds: identical runs, a difference of exactly zero,
+    # with an interval as wide as the seed-to-seed spread says (symmetric: the t-interval)
+    cell = table[1].split(" | ")[4]
+    assert cell.startswith("+0.000 [-") and cell.split("[-")[1].split(",")[0] == cell.split(", +")[1].rstrip("]")
     for name in runs:
         assert f"`{name}`" in report_md
 
@@ -194,14 +202,18 @@ def test_report_numbers_by_hand(tmp_path, heldout):
              for arm, seeds in (("default", (0, 1, 2)), ("kl", (0, 1)))}
     per_task_diff = rates["kl"].mean(0) - rates["default"].mean(0)  # tasks averaged over seeds, then paired
     assert kl.diff[0] == pytest.approx(float(per_task_diff.mean()))
-    assert kl.diff == pytest.approx(paired_bootstrap_diff(rates["kl"], rates["default"]))
+    by_hand = arm_difference(rates["kl"], rates["default"])
+    assert kl.diff == pytest.approx((float(by_hand.diff), float(by_hand.lo), float(by_hand.hi)))
+    assert kl.mde == pytest.approx(minimum_detectable_effect(float(by_hand.se), float(by_hand.df)))
     assert kl.train["late_reward"] == pytest.approx(1.0)  # (0.5 + 1.5) / 2
     power = report.power
     assert power["seed_sd"] == 0.0  # every arm's seeds agree exactly here: no spread, no seed count claimed
     assert all(row["seeds_per_arm"] is None for row in power["table"])
     assert power["task_diff_sd"] == pytest.approx(float(per_task_diff.std()))
-    assert [row["paired_tasks"] for row in power["table"]] == [required_units(power["task_diff_sd"], e)
-                                                               for e in (0.10, 0.05, 0.02)]
+    assert [row["paired_tasks"] for row in power["table"]] == [
+        required_units_t(power["task_diff_sd"], e, two_arms=False) for e in (0.10, 0.05, 0.02)]
+    assert [row["paired_tasks_z"] for row in power["table"]] == [required_units(power["task_diff_sd"], e)
+                                                                 for e in (0.10, 0.05, 0.02)]
 
 
 def test_report_leaves_out_and_names_an_interrupted_run(tmp_path):
@@ -222,7 +234,8 @@ def test_report_power_from_seed_spread(tmp_path):
     report = build_report(tmp_path, "default")
     seed_sd = float(torch.tensor([0.5, 0.25, 0.5], dtype=torch.float64).std())
     assert report.power["seed_sd"] == pytest.approx(seed_sd)
-    assert report.power["table"][0]["seeds_per_arm"] == required_units(math.sqrt(2) * seed_sd, 0.10)
+    assert report.power["table"][0]["seeds_per_arm"] == required_units_t(seed_sd, 0.10, two_arms=True)
+    assert report.power["table"][0]["seeds_per_arm_z"] == required_units(math.sqrt(2) * seed_sd, 0.10)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ COMMANDS = {  # command -> what it does (`bugfix-rl --help`)
     "sft": "SFT on demonstrations -> <run dir>/sft.safetensors (then train policy.init=<that file>)",
     "bench": "time the configured rollout path beside one process",
     "simulate": "size a rollout cluster (sync vs async pipeline) before paying for it",
+    "plan": "seeds x tasks x episodes a comparison needs, a sweep's MDE, GPU-hours: plan dir=<sweep> | compute=true",
 }
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # in the wheel; in the repo a link to the top-level conf/
 GROUPS = ("env", "policy", "algo", "logger", "exp", "ablation")
@@ -48,7 +49,7 @@ def _schema_for(command: str):
     from bugfix_rl import config
 
     return {"eval": config.EvalCommandConfig, "report": config.ReportConfig,
-            "simulate": config.SimulateConfig}.get(command, config.TrainConfig)
+            "simulate": config.SimulateConfig, "plan": config.PlanConfig}.get(command, config.TrainConfig)
 
 
 def _group_options(group: str) -> list[str]:
@@ -269,9 +270,19 @@ def _simulate(cfg):
         raise UserError(str(err)) from None
 
 
+def _plan(cfg):
+    from bugfix_rl.evaluate.ablation import ReportError
+    from bugfix_rl.plan import plan_command
+
+    try:
+        plan_command(_to_object(cfg))
+    except (ValueError, ReportError) as err:
+        raise UserError(str(err)) from None
+
+
 BODIES = {"train": (_train, "train"), "preflight": (_preflight, "train"), "eval": (_eval, "eval"),
           "report": (_report, "report"), "sft": (_sft, "train"), "bench": (_bench, "train"),
-          "simulate": (_simulate, "simulate")}
+          "simulate": (_simulate, "simulate"), "plan": (_plan, "plan")}
 
 
 def usage() -> str:

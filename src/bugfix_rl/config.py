@@ -189,6 +189,16 @@ class EvalConfig:
 
 
 @dataclass
+class StopConfig:
+    """When to end training early (the book's §19.9 rules); eval.json records what fired. 0 = off."""
+
+    patience: int = 0  # stop after this many checkpoints in a row without beating the best validation pass@1
+    min_delta: float = 0.0  # ... by more than this
+    zero_adv_window: int = 0  # stop once zero_adv_frac has been above zero_adv_threshold for this many steps
+    zero_adv_threshold: float = 0.7  # (the training signal is spent: most groups all-pass or all-fail)
+
+
+@dataclass
 class ColdStartConfig:
     """SFT before RL (`cold_start.enabled=true`), on demonstrations of the selected env."""
 
@@ -239,6 +249,7 @@ class TrainConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    stop: StopConfig = field(default_factory=StopConfig)
     cold_start: ColdStartConfig = field(default_factory=ColdStartConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
@@ -272,6 +283,39 @@ class ReportConfig:
 
     dir: str = MISSING
     reference: str = "default"  # the arm others are compared with
+
+
+@dataclass
+class ComputeBudget:
+    """One RL run's accelerator cost (`bugfix-rl plan compute=true`); defaults: design-review question 19."""
+
+    params: float = 32e9  # N, dense model parameters
+    episodes_per_step: int = 512
+    tokens_per_episode: float = 24_000.0  # all tokens of an episode: prompt, observations, policy
+    policy_tokens_per_episode: float = 6_000.0  # the decoded ones
+    steps: int = 300
+    peak_flops: float = 1e15  # dense bf16 FLOP/s of one accelerator
+    mfu: float = 0.4  # model FLOPs utilisation of training
+    decode_tokens_per_gpu_second: float = 1_000.0  # aggregate decode throughput per GPU (measure it)
+    inference_busy: float = 0.25  # share of time the inference fleet is busy (tool waits, long tails)
+
+
+@dataclass
+class PlanConfig:
+    """`bugfix-rl plan`: seeds x tasks x episodes for a comparison, a sweep's detectable effect, GPU-hours."""
+
+    dir: str = ""  # a pilot sweep (report's layout): its variances, and the MDE of each comparison in it
+    reference: str = "default"  # the pilot's reference arm
+    seed_sd: float = 0.0  # without dir: sd of one arm's mean over seeds
+    task_diff_sd: float = 0.0  # without dir: sd over tasks of a paired per-task difference
+    test: str = "t"  # t (noncentral t) | z (normal; the book's table)
+    effects: list[float] = field(default_factory=lambda: [0.10, 0.05, 0.02])
+    tasks: list[int] = field(default_factory=lambda: [10, 20, 50, 100])  # designs sized from a pilot
+    episodes: list[int] = field(default_factory=lambda: [16, 64])
+    alpha: float = 0.05
+    power: float = 0.8
+    compute: bool = False  # print the GPU-hour arithmetic of `budget` instead
+    budget: ComputeBudget = field(default_factory=ComputeBudget)
 
 
 @dataclass
@@ -365,6 +409,13 @@ def validate(cfg) -> None:
     if algo.dual_clip is not None and algo.dual_clip <= 1:
         raise ConfigError(f"algo.dual_clip={algo.dual_clip} must be > 1")
     _validate_rollout(cfg)
+    stop = cfg.stop
+    if stop.patience < 0 or stop.zero_adv_window < 0 or stop.min_delta < 0:
+        raise ConfigError("stop.patience, stop.zero_adv_window and stop.min_delta must be >= 0 (0 = off)")
+    if not 0 <= stop.zero_adv_threshold <= 1:
+        raise ConfigError(f"stop.zero_adv_threshold={stop.zero_adv_threshold} must lie in [0, 1]")
+    if stop.patience and not cfg.eval.ckpt_every:
+        raise ConfigError("stop.patience counts checkpoints: set eval.ckpt_every too")
 
 
 def _validate_rollout(cfg) -> None:
@@ -401,3 +452,4 @@ def register_configs() -> None:
     cs.store(name="eval_schema", node=EvalCommandConfig)
     cs.store(name="report_schema", node=ReportConfig)
     cs.store(name="simulate_schema", node=SimulateConfig)
+    cs.store(name="plan_schema", node=PlanConfig)

@@ -95,7 +95,7 @@ class TrainConsole:
 
 def print_outcome(result: dict, run_dir) -> None:
     """A run's last lines, printed even with logger.console=false (so a sweep prints them once per run):
-    the chosen checkpoint's pass@1 with its 95% task-bootstrap interval (test, else validation), with
+    the chosen checkpoint's pass@1 with its 95% interval over tasks (Wilson; test, else validation), with
     the run's arm, seed and sample size, and the folder that holds the results."""
     step = result["chosen_step"]
     if "test" in result:

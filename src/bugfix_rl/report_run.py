@@ -16,10 +16,14 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
              f"{cfg['steps']} steps, {cfg['threads']} threads, torch {cfg['versions']['torch']};"
              f" {result['train']['seconds_per_step']:.3f} s per step (sampling + update).", "",
              "![dashboard](dashboard.png)", "", "## Validation (checkpoint selection)", "",
-             "| step | pass@1 [95% task-bootstrap CI] | per task |", "|---|---|---|"]
+             "| step | pass@1 [95% CI over tasks, Wilson] | per task |", "|---|---|---|"]
     for step, v in result["validation"].items():
         lines.append(f"| {step} | {_rate(v)} | {v['per_task']} (of {v['n']}) |")
     lines += ["", f"Chosen checkpoint: step {result['chosen_step']} (best validation pass@1, ties -> earliest).", ""]
+    stop = result.get("stop") or {}
+    if stop.get("stopped_at"):
+        lines += [f"Stopped early at step {stop['stopped_at']} of {cfg['steps']} ({stop['reason']});"
+                  f" {stop['steps_saved']} steps saved.", ""]
     test = result.get("test")
     if test:
         n_tasks = test["paired_diff"]["tasks"]
@@ -31,7 +35,8 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
                          f" {t.get('pass_at_8', float('nan')):.3f} | {t['per_task']} (of {t['n']}) |")
         d = test["paired_diff"]
         lines += ["", f"chosen - base, paired over {n_tasks} test tasks: {d['diff']:+.3f}"
-                  f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] (one seed; the interval resamples tasks, not seeds)."]
+                  f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] (one seed; the interval, t + MOVER hull, is over tasks, not seeds).",
+                  "", "![pass@k of base and chosen](pass_at_k.png)"]
     if "heldout" in result:
         lines += ["", f"Held-out (all 10 tasks, final policy): pass@1 {_rate(result['heldout'])}"
                   f" per task {result['heldout']['per_task']} (of {result['heldout']['n']})."]

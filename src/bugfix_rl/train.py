@@ -24,13 +24,15 @@ from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, load_optimiz
 from bugfix_rl.dashboard import JsonlLogger, WandbLogger, dashboard_row, plot_dashboard
 from bugfix_rl.envs import make_env_factory
 from bugfix_rl.evaluate.evaluate import behaviour_stats, sample_counts, sample_trajectories, success_counts
-from bugfix_rl.evaluate.stats import paired_bootstrap_diff, pass_rate_summary
+from bugfix_rl.evaluate.plots import plot_pass_at_k
+from bugfix_rl.evaluate.stats import paired_summary, pass_at_k_curve, pass_rate_summary
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.progress import PhaseProgress
 from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_step_tasks
 from bugfix_rl.rollout.pool import make_pool
 from bugfix_rl.rollout.trajectory import collate
+from bugfix_rl.stopping import stop_reason
 
 
 @dataclass
@@ -40,6 +42,7 @@ class RunState:
     rows: list[dict] = field(default_factory=list)
     validation: dict[int, dict] = field(default_factory=dict)
     checkpoints: dict[int, Path] = field(default_factory=dict)
+    stopped: dict | None = None  # {"step", "reason"} when a stop.* rule ended the run early
 
 
 def library_versions() -> dict:
@@ -160,7 +163,7 @@ def cold_start(cfg, model, tokenizer, make_env) -> list[float]:
 def evaluate_split(model, tokenizer, make_env, split: str, n: int, seed: int, temperature: float) -> dict:
     tasks = make_tasks(split)
     counts = sample_counts(model, tokenizer, tasks, n, make_env, temperature, seed)
-    summary = pass_rate_summary(counts, n, seed=seed)
+    summary = pass_rate_summary(counts, n)
     summary["tasks_names"] = [t.name for t in tasks]
     return summary
 
@@ -171,7 +174,7 @@ def evaluate_with_transcripts(model, tokenizer, make_env, split: str, n: int, se
     decoded transcript per task (its first episode) written to `transcript_path`."""
     tasks = make_tasks(split)
     trajectories = sample_trajectories(model, tokenizer, tasks, n, make_env, temperature, seed)
-    summary = pass_rate_summary(success_counts(trajectories, len(tasks)), n, seed=seed)
+    summary = pass_rate_summary(success_counts(trajectories, len(tasks)), n)
     summary["tasks_names"] = [t.name for t in tasks]
     summary["behaviour"] = behaviour_stats(trajectories)
     transcript_path.parent.mkdir(parents=True, exist_ok=True)
@@ -270,8 +273,16 @@ def run_training(cfg, run_dir: Path) -> dict:
                     logger.log(row)
                 view.row(row)
                 advance(row)
-                if (step + 1) % every == 0 or step + 1 == cfg.steps:
+                at_checkpoint = (step + 1) % every == 0 or step + 1 == cfg.steps
+                if at_checkpoint:
                     keep(step + 1, model)
+                reason = stop_reason(cfg.stop, state.validation, state.rows, at_checkpoint)
+                if reason and step + 1 < cfg.steps:
+                    if not at_checkpoint:
+                        keep(step + 1, model)
+                    state.stopped = {"step": step + 1, "reason": reason}
+                    view.print(f"stopping at step {step + 1} of {cfg.steps}: {reason}")
+                    break
         for logger in loggers:
             logger.close()
         trainer.close()  # rollout workers are not needed for the final evaluations
@@ -392,6 +403,9 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
     temperature = cfg.algo.temperature
     result = {
         "chosen_step": chosen_step,
+        "stop": {"rule": dataclasses.asdict(cfg.stop), "stopped_at": (state.stopped or {}).get("step"),
+                 "reason": (state.stopped or {}).get("reason"),
+                 "steps_saved": cfg.steps - state.stopped["step"] if state.stopped else 0},
         "validation": {str(s): v for s, v in state.validation.items()},
         "config": {"seed": cfg.seed, "threads": cfg.threads, "arm": cfg.arm, "experiment": cfg.experiment,
                    "steps": cfg.steps, "versions": library_versions(),
@@ -408,9 +422,11 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
                                         temperature)
             advance(f"test {name}")
         n = cfg.eval.n_test
-        diff, lo, hi = paired_bootstrap_diff(torch.tensor(test["chosen"]["per_task"]) / n,
-                                             torch.tensor(test["base"]["per_task"]) / n)
-        test["paired_diff"] = {"diff": diff, "ci": [lo, hi], "tasks": len(test["base"]["per_task"])}
+        test["paired_diff"] = paired_summary(test["chosen"]["per_task"], test["base"]["per_task"], n)
+        for name in ("base", "chosen"):
+            test[name]["pass_at_k_curve"] = pass_at_k_curve(n, torch.tensor(test[name]["per_task"]))
+        plot_pass_at_k({name: test[name]["pass_at_k_curve"] for name in ("base", "chosen")},
+                       run_dir / "pass_at_k.png", title=f"test pass@k, {len(test['base']['per_task'])} tasks x {n}")
         result["test"] = test
     if cfg.eval.heldout_n > 0:
         final = state.checkpoints[max(state.checkpoints)]
@@ -424,10 +440,8 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
         result["heldout_base"] = evaluate_with_transcripts(base, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
                                                            seed, temperature, transcripts / "heldout_base.txt")
         advance("held-out base")
-        n = cfg.eval.heldout_n
-        diff, lo, hi = paired_bootstrap_diff(torch.tensor(result["heldout"]["per_task"]) / n,
-                                             torch.tensor(result["heldout_base"]["per_task"]) / n)
-        result["heldout_paired_diff"] = {"diff": diff, "ci": [lo, hi], "tasks": len(result["heldout"]["per_task"])}
+        result["heldout_paired_diff"] = paired_summary(result["heldout"]["per_task"],
+                                                       result["heldout_base"]["per_task"], cfg.eval.heldout_n)
     return result
 
 

@@ -6,14 +6,17 @@ recorded in them. Each run's score is its held-out pass@1 when the run evaluated
 (eval.heldout_n > 0) and the chosen checkpoint's test pass@1 otherwise; one report uses one source
 for all runs, so every arm is measured on the same tasks.
 
-An arm is compared with the reference arm as in the book (§19.5): each task's pass rate is averaged
-over the arm's seeds, and the per-task differences are bootstrapped over tasks. The interval captures
-task-to-task variation; seed-to-seed spread is shown beside it (the per-seed column) and feeds the
-power calculation.
+An arm is compared with the reference arm by intervals.arm_difference: a t-interval whose variance
+holds both the seed-to-seed spread of each arm's mean and the task-to-task spread of the per-task
+differences (the book's §19.5 bootstrapped tasks only, after averaging seeds, and so left the seed
+variance out: 3-4x too narrow on our sweeps). Beside each interval is its minimum detectable effect
+(80% power); an arm is called better or worse only when its interval excludes 0. An arm with one
+seed has no seed variance to measure: it is compared over tasks only, and the table says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -21,9 +24,13 @@ from pathlib import Path
 
 import torch
 
-from bugfix_rl.evaluate.stats import paired_bootstrap_diff, required_units
+from bugfix_rl.evaluate.intervals import arm_difference, paired_task_interval
+from bugfix_rl.evaluate.power import (minimum_detectable_effect, required_units_t, seeds_needed,
+                                      variance_components)
+from bugfix_rl.evaluate.stats import required_units
 
 EFFECTS = (0.10, 0.05, 0.02)
+FLOOR = 0.05  # arms with mean pass@1 outside [FLOOR, 1 - FLOOR] are left out of the variance estimates
 TRAIN_KEYS = ("late_reward", "late_exploit", "final_entropy", "sampled_episodes", "seconds_per_step")
 
 
@@ -100,6 +107,8 @@ class ArmRow:
     diff: tuple[float, float, float] | None  # (mean diff vs reference, lo, hi); None for the reference
     train: dict[str, float | None]  # TRAIN_KEYS, averaged over seeds
     task_rates: torch.Tensor  # [S, T]
+    mde: float | None = None  # minimum detectable effect of the comparison (80% power); None: tasks only
+    seed_aware: bool = True  # False: one of the two arms has a single seed, the interval is over tasks only
 
 
 def _mean_of(values: list) -> float | None:
@@ -129,20 +138,39 @@ def ablation_rows(arms: dict[str, dict[int, Run]], source: str, reference: str) 
     for arm in order:
         seeds = sorted(arms[arm])
         per_seed = rates[arm].mean(1).tolist()
-        diff = None if arm == reference else paired_bootstrap_diff(rates[arm], rates[reference])
         train = {k: _mean_of([arms[arm][s].train.get(k) for s in seeds]) for k in TRAIN_KEYS}
-        rows.append(ArmRow(arm, seeds, per_seed, sum(per_seed) / len(per_seed), diff, train, rates[arm]))
+        row = ArmRow(arm, seeds, per_seed, sum(per_seed) / len(per_seed), None, train, rates[arm])
+        if arm != reference:
+            row.diff, row.mde, row.seed_aware = compare_arms(rates[arm], rates[reference])
+        rows.append(row)
     return rows
 
 
-def power_analysis(rows: list[ArmRow], effects=EFFECTS) -> dict:
+def compare_arms(a: torch.Tensor, b: torch.Tensor) -> tuple[tuple[float, float, float], float | None, bool]:
+    """((diff, lo, hi), MDE, seed_aware) of arm a - arm b from their [S, T] rates."""
+    if min(a.shape[0], b.shape[0]) >= 2 and a.shape[1] >= 2:
+        result = arm_difference(a, b)
+        mde = minimum_detectable_effect(float(result.se), float(result.df))
+        return (float(result.diff), float(result.lo), float(result.hi)), mde, True
+    diff, lo, hi = paired_task_interval(a.mean(0), b.mean(0))
+    return (float(diff), float(lo), float(hi)), None, False
+
+
+def power_analysis(rows: list[ArmRow], effects=EFFECTS, episodes: int | None = None) -> dict:
     """Seeds per arm and paired tasks needed to detect each effect (alpha 0.05, power 0.8).
 
     seed_sd: the seed-to-seed sd of an arm's mean pass@1, averaged over arms with >= 2 seeds (the
     book's convention); task_diff_sd: the sd over tasks of the seed-averaged per-task differences
-    between the reference and the arm closest to it (a near-null comparison, as in the book). A
+    between the reference and the arm closest to it (a near-null comparison, as in the book). Each
+    is turned into units by a t-test (noncentral t) and, for comparison with the book, a z-test. A
     zero or unmeasurable sd leaves its column empty (None) rather than claiming one unit suffices.
+    With `episodes`, "design" also gives the seeds per arm that the interval `report` prints needs
+    at this sweep's tasks and episodes (power.seeds_needed, from the sweep's variance components).
     """
+    # an arm pinned at the floor or ceiling (the public-reward arm at 0.00) has no room to vary:
+    # its near-zero spread would make every design look cheap, so it is left out, as in the book
+    pinned = [r.arm for r in rows[1:] if not FLOOR < r.mean < 1 - FLOOR]
+    rows = [r for r in rows if r.arm not in pinned]
     sds = [torch.tensor(r.per_seed, dtype=torch.float64).std().item() for r in rows if len(r.seeds) >= 2]
     seed_sd = sum(sds) / len(sds) if sds else None
     others = [r for r in rows[1:] if r.diff is not None]
@@ -151,15 +179,24 @@ def power_analysis(rows: list[ArmRow], effects=EFFECTS) -> dict:
         closest = min(others, key=lambda r: abs(r.diff[0]))
         diffs = closest.task_rates.mean(0) - rows[0].task_rates.mean(0)  # [T]
         task_diff_sd = diffs.std().item() if diffs.numel() >= 2 else None
+    parts = None
+    if episodes and any(len(r.seeds) >= 2 for r in rows):
+        parts = variance_components({r.arm: r.task_rates for r in rows}, rows[0].arm, episodes)
+    num_tasks = int(rows[0].task_rates.shape[1])
     table = []
     for effect in effects:
         table.append({
             "effect": effect,
-            # two independent arm means: the difference has sd sqrt(2) * seed sd
-            "seeds_per_arm": required_units(math.sqrt(2) * seed_sd, effect) if seed_sd else None,
-            "paired_tasks": required_units(task_diff_sd, effect) if task_diff_sd else None,
+            "seeds_per_arm": required_units_t(seed_sd, effect, two_arms=True) if seed_sd else None,
+            "paired_tasks": required_units_t(task_diff_sd, effect, two_arms=False) if task_diff_sd else None,
+            # two independent arm means: the difference has sd sqrt(2) * seed sd (the book's z-test)
+            "seeds_per_arm_z": required_units(math.sqrt(2) * seed_sd, effect) if seed_sd else None,
+            "paired_tasks_z": required_units(task_diff_sd, effect) if task_diff_sd else None,
+            "design_seeds": (seeds_needed(parts, num_tasks, episodes, effect)
+                             if parts is not None and num_tasks >= 2 else None),
         })
     return {"seed_sd": seed_sd, "task_diff_sd": task_diff_sd, "task_diff_arm": closest.arm if closest else None,
+            "components": dataclasses.asdict(parts) if parts else None, "left_out": pinned, "tasks": num_tasks, "episodes": episodes,
             "table": table}
 
 
@@ -205,7 +242,8 @@ def build_report(root: str | Path, reference: str) -> Report:
     notes = list(notes) + unfinished_runs(root)
     rows = ablation_rows(arms, source, reference)
     kept = [run for by_seed in arms.values() for run in by_seed.values()]
-    return Report(Path(root), source, reference, rows, power_analysis(rows), kept, notes)
+    episodes = kept[0].episodes[source]
+    return Report(Path(root), source, reference, rows, power_analysis(rows, episodes=episodes), kept, notes)
 
 
 def forest_rows(report: Report) -> list[dict]:
@@ -220,25 +258,28 @@ def _num(value, fmt: str = ".3f") -> str:
 def table_cells(report: Report, row: ArmRow) -> list[str]:
     """The ablation table's cells for one arm (shared by the console and report.md)."""
     paired = ("reference" if row.diff is None
-              else f"{row.diff[0]:+.3f} [{row.diff[1]:+.3f}, {row.diff[2]:+.3f}]")
+              else f"{row.diff[0]:+.3f} [{row.diff[1]:+.3f}, {row.diff[2]:+.3f}]" + ("" if row.seed_aware else " tasks only"))
+    mde = "-" if row.diff is None else (_num(row.mde) if row.seed_aware else "n/a (1 seed)")
     return [row.arm, " ".join(str(s) for s in row.seeds), " ".join(f"{v:.3f}" for v in row.per_seed),
-            f"{row.mean:.3f}", paired, _num(row.train["late_reward"]), _num(row.train["late_exploit"], ".2f"),
+            f"{row.mean:.3f}", paired, mde, _num(row.train["late_reward"]), _num(row.train["late_exploit"], ".2f"),
             _num(row.train["final_entropy"]), _num(row.train["sampled_episodes"], ".0f"),
             _num(row.train["seconds_per_step"])]
 
 
 def table_header(report: Report) -> list[str]:
     score = "held-out" if report.source == "heldout" else "test"
-    return ["arm", "seeds", f"{score} pass@1 by seed", "mean", f"vs {report.reference}, paired [95% CI]",
-            "late reward", "exploit", "entropy", "episodes", "s / step"]
+    return ["arm", "seeds", f"{score} pass@1 by seed", "mean", f"vs {report.reference} [95% CI, seeds + tasks]",
+            "MDE (80%)", "late reward", "exploit", "entropy", "episodes", "s / step"]
 
 
 def describe(report: Report) -> str:
     score = ("held-out tasks (eval.json 'heldout', final policy)" if report.source == "heldout"
              else "test tasks (eval.json 'test', chosen checkpoint)")
     return (f"{len(report.runs)} runs, {len(report.rows)} arms; score: pass@1 on {report.tasks} {score},"
-            f" {report.episodes} episodes per task per run. The paired interval resamples tasks after averaging"
-            f" each task over seeds; late reward and exploit use are means of the last 5 training steps, entropy"
+            f" {report.episodes} episodes per task per run. The interval vs the reference is a t-interval whose"
+            f" variance adds each arm's seed-to-seed variance and the task-to-task variance of the per-task"
+            f" differences (Welch-Satterthwaite df; it covered >= 0.94 in docs/STATISTICS.md's simulation);"
+            f" MDE is the difference it would detect with 80% power; late reward and exploit use are means of the last 5 training steps, entropy"
             f" is the last step's (nats, policy tokens), episodes are those sampled per run, s / step is the"
             f" training loop's wall-clock per step (sampling + update, evaluations excluded); all averaged over"
             f" seeds.")
@@ -251,9 +292,21 @@ def power_lines(power: dict) -> list[str]:
              + f" | sd of per-task differences {_num(task_sd)}"
              + (f" ({power['task_diff_arm']} vs reference)" if power["task_diff_arm"] else " (needs a second arm)"))
     lines = [first]
+    if power.get("left_out"):
+        lines.append(f"left out of the variance estimates (mean pass@1 at the floor or ceiling): {', '.join(power['left_out'])}")
     for row in power["table"]:
         lines.append(f"effect {row['effect']:.2f}: seeds per arm {_num(row['seeds_per_arm'], 'd')}"
-                     f" | paired tasks {_num(row['paired_tasks'], 'd')}")
+                     f" | paired tasks {_num(row['paired_tasks'], 'd')}"
+                     f"  (t-test; the book's z-test: {_num(row['seeds_per_arm_z'], 'd')} | {_num(row['paired_tasks_z'], 'd')})")
+    if power.get("components"):
+        parts = power["components"]
+        lines.append(f"variance parts (pass-rate scale): seed {parts['seed']:.4f}, arm x task {parts['interaction']:.4f},"
+                     f" seed x task {parts['seed_task']:.4f}, episodes {parts['episode']:.4f} at {parts['episodes']}")
+        lines.append(f"for the seeds-and-tasks interval above, at these {power['tasks']} tasks x {power['episodes']}"
+                     " episodes: " + "; ".join(
+                         f"effect {row['effect']:.2f} needs {_num(row['design_seeds'], 'd')} seeds per arm"
+                         + ("" if row["design_seeds"] else " (not reachable with seeds alone: add tasks)")
+                         for row in power["table"]) + " (bugfix-rl plan dir=... sizes other designs)")
     return lines
 
 
@@ -265,12 +318,14 @@ def verdicts(report: Report) -> list[str]:
             continue
         diff, lo, hi = row.diff
         if lo > 0 or hi < 0:
-            verdict = (f"the interval excludes 0, so on these {report.tasks} tasks the arm is {'better' if lo > 0 else 'worse'}"
+            verdict = (f"the interval excludes 0, so the arm is {'better' if lo > 0 else 'worse'}"
                        f" than the reference by {abs(diff):.2f} (between {min(abs(lo), abs(hi)):.2f} and"
                        f" {max(abs(lo), abs(hi)):.2f})")
         else:
             verdict = (f"the interval includes 0, so {len(row.seeds)} seeds and {report.tasks} tasks cannot tell this"
                        f" arm from the reference; an effect as large as {max(abs(lo), abs(hi)):.2f} is not ruled out")
+        verdict += (f"; this design detects {row.mde:.2f} with 80% power" if row.mde is not None
+                    else "; one seed: the interval is over tasks only and leaves seed variance out")
         exploit = row.train.get("late_exploit")
         extra = (f"; its late training reward is {row.train['late_reward']:.2f} with exploit use {exploit:.2f}"
                  if exploit is not None and exploit > 0.5 else "")
@@ -289,7 +344,7 @@ def write_report(report: Report) -> list[Path]:
     rows, written = forest_rows(report), []
     if rows:
         written.append(report.root / "forest_plot.png")
-        forest_plot(rows, str(written[-1]), title=f"pass@1 difference vs {report.reference} (paired over tasks, 95% CI)")
+        forest_plot(rows, str(written[-1]), title=f"pass@1 difference vs {report.reference} (95% CI over seeds and tasks)")
         lines += ["", "![forest plot](forest_plot.png)"]
     else:
         lines += ["", "(only the reference arm: no comparison, no forest plot)"]

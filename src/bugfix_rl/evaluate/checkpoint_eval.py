@@ -4,7 +4,8 @@ A checkpoint written by `train` carries the full training config and the vocabul
 so the tokenizer, the environment and the sampling temperature are rebuilt from the checkpoint alone,
 not from whatever the current defaults are. Two checkpoints are evaluated on the same seeded stream
 (same tasks, same episode count, same generator seed: the same renamed function names per episode),
-and compared by a paired bootstrap over tasks.
+and compared on them: an interval over tasks (intervals.paired_task_interval, what holds for new
+tasks) and McNemar's exact test with the paired SE over episode pairs (what holds for these tasks).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import torch
 from bugfix_rl.checkpoint import CheckpointError, load_checkpoint
 from bugfix_rl.evaluate.evaluate import (action_sequences, behaviour_stats, per_task_table, sample_trajectories,
                                          success_counts)
-from bugfix_rl.evaluate.stats import bootstrap_ci, paired_bootstrap_diff, pass_at_k
+from bugfix_rl.evaluate.intervals import task_mean_interval
+from bugfix_rl.evaluate.stats import mcnemar, paired_summary, pass_at_k, pass_at_k_curve
 from bugfix_rl.gym.tasks import make_tasks
 
 KS = (1, 4, 8)
@@ -85,14 +87,13 @@ def load_policy(path: str) -> LoadedPolicy:
     return LoadedPolicy(str(path), model, tokenizer, cfg, meta.get("step"))
 
 
-def pass_at_ks(counts: torch.Tensor, n: int, seed: int, ks=KS) -> dict[str, dict]:
-    """{"1": {"value", "ci"}, ...}: task-averaged pass@k, each with a task-bootstrap 95% interval."""
+def pass_at_ks(counts: torch.Tensor, n: int, ks=KS) -> dict[str, dict]:
+    """{"1": {"value", "ci"}, ...}: task-averaged pass@k, each with its Wilson task interval (95%)."""
     out = {}
     for k in ks:
         if k <= n:
-            per_task = pass_at_k(n, counts, k)  # [T]
-            lo, hi = bootstrap_ci(per_task, seed=seed)
-            out[str(k)] = {"value": float(per_task.mean()), "ci": [lo, hi]}
+            mean, lo, hi = task_mean_interval(pass_at_k(n, counts, k))  # over [T] per-task pass@k
+            out[str(k)] = {"value": float(mean), "ci": [float(lo), float(hi)]}
     return out
 
 
@@ -115,21 +116,22 @@ def evaluate_policy(policy: LoadedPolicy, split: str, n: int, seed: int, top: in
         "run": {"experiment": cfg.experiment, "arm": cfg.arm, "seed": cfg.seed, "env": cfg.env.name,
                 "reward": cfg.env.reward},
         "temperature": cfg.algo.temperature,
-        "pass_at_k": pass_at_ks(counts, n, seed),
+        "pass_at_k": pass_at_ks(counts, n),
+        "pass_at_k_curve": pass_at_k_curve(n, counts),
         "per_task": [int(c) for c in counts.tolist()],
+        "outcomes": [int(t.info.success) for t in trajectories],  # [T * n], task-contiguous
         "behaviour": behaviour_stats(trajectories),
         "sequences": action_sequences(trajectories, top),
         "per_task_table": per_task_table(trajectories),
     }
 
 
-def paired_difference(a: dict, b: dict, n: int, seed: int) -> dict:
-    """a - b in pass@1, paired over tasks (both evaluated on the same tasks and stream)."""
-    rate_a = torch.tensor(a["per_task"], dtype=torch.float64) / n  # [T]
-    rate_b = torch.tensor(b["per_task"], dtype=torch.float64) / n
-    diff, lo, hi = paired_bootstrap_diff(rate_a, rate_b, seed=seed)
-    return {"diff": diff, "ci": [lo, hi], "tasks": int(rate_a.numel()),
-            "per_task": (rate_a - rate_b).tolist()}
+def paired_difference(a: dict, b: dict, n: int) -> dict:
+    """a - b in pass@1 on the same tasks and stream: the task interval (new tasks) and, under
+    "episodes", the paired SE and McNemar's exact test over episode pairs (these tasks only)."""
+    summary = paired_summary(a["per_task"], b["per_task"], n)
+    summary["episodes"] = mcnemar(torch.tensor(a["outcomes"]), torch.tensor(b["outcomes"]))
+    return summary
 
 
 def run_eval(ckpt: str, split: str, n: int, seed: int, top: int = 5, compare: str | None = None) -> dict:
@@ -143,7 +145,7 @@ def run_eval(ckpt: str, split: str, n: int, seed: int, top: int = 5, compare: st
     result = {"split": split, "n": n, "seed": seed, "tasks": [t.name for t in make_tasks(split)],
               "models": [evaluate_policy(p, split, n, seed, top) for p in policies]}
     if compare:
-        result["paired_diff"] = paired_difference(result["models"][0], result["models"][1], n, seed)
+        result["paired_diff"] = paired_difference(result["models"][0], result["models"][1], n)
     return result
 
 

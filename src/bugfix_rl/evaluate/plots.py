@@ -42,3 +42,35 @@ def forest_plot(rows: list[dict], path: str, title: str = "") -> None:
         fig.savefig(out, format="png")
     finally:
         plt.close(fig)
+
+
+def plot_pass_at_k(curves: dict[str, list[float]], path: str | Path, title: str = "") -> None:
+    """Save pass@k against k (log-scaled k axis) for each named policy, as a PNG.
+
+    Args:
+        curves: name -> [n] task-averaged pass@k for k = 1..n (stats.pass_at_k_curve).
+        path: output PNG path; parent folders are created.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.0, 3.5))
+    try:
+        for name, curve in curves.items():
+            ax.plot(range(1, len(curve) + 1), curve, marker="o", markersize=3, label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("k (samples per task)")
+        ax.set_ylabel("pass@k (mean over tasks)")
+        ax.set_ylim(0.0, 1.02)
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        if title:
+            ax.set_title(title)
+        fig.tight_layout()
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, format="png")
+    finally:
+        plt.close(fig)

@@ -1,10 +1,9 @@
-"""Evaluation statistics: pass@k, task-level bootstrap, paired differences, power.
+"""Evaluation statistics: pass@k and its curve, episode-level paired tests, bootstraps, z power.
 
-Pure functions on tensors and floats; no env, model or config objects. The conventions follow the
-design-review notes: estimate pass@k per task with the unbiased combinatorial estimator, average over
-tasks, and put a bootstrap interval on it that resamples *tasks* (not samples), because tasks are the
-unit that varies between benchmarks. Two checkpoints evaluated on the same tasks are compared with a
-paired bootstrap, which removes the (large) task-to-task difficulty variance from the comparison.
+Pure functions on tensors and floats; no env, model or config objects. pass@k is estimated per task
+with the unbiased combinatorial estimator and averaged over tasks. The intervals we print live in
+evaluate/intervals.py (chosen by a coverage simulation); the percentile bootstraps here are kept as
+the comparison that simulation reports (they under-cover at 5 tasks) and for the book's examples.
 """
 
 from __future__ import annotations
@@ -13,7 +12,9 @@ import math
 from collections.abc import Sequence
 
 import torch
-from scipy.stats import norm
+from scipy.stats import binom, norm
+
+from bugfix_rl.evaluate.intervals import paired_task_interval, task_mean_interval
 
 
 def pass_at_k(n: int, counts: torch.Tensor, k: int) -> torch.Tensor:
@@ -44,6 +45,49 @@ def pass_at_k(n: int, counts: torch.Tensor, k: int) -> torch.Tensor:
     estimate = 1.0 - factors.prod(dim=1)  # [T]
     # Fewer than k failures: every k-subset holds a success (the product would hit a zero factor).
     return torch.where(n - counts < k, torch.ones_like(estimate), estimate)
+
+
+def pass_at_k_curve(n: int, counts: torch.Tensor) -> list[float]:
+    """Task-averaged pass@k for every k = 1..n ([n] floats): the curve of design-review question 24.
+
+    RL that sharpens a policy raises pass@1 and can lower pass@k at large k (less coverage of the
+    solution space); two policies' curves crossing is that trade-off made visible.
+    """
+    return [float(pass_at_k(n, counts, k).mean()) for k in range(1, n + 1)]
+
+
+def mcnemar(a_passed: torch.Tensor, b_passed: torch.Tensor) -> dict:
+    """Two checkpoints on the same episodes (same tasks, same seeded stream): paired SE and McNemar.
+
+    Args:
+        a_passed, b_passed: [N] 0/1 outcomes of the same N episodes (episode i of a pairs with
+            episode i of b).
+
+    Returns:
+        {"episodes", "a_only", "b_only", "diff" (pass rate a - b), "se" (paired standard error
+        sqrt(a_only + b_only - (a_only - b_only)^2 / N) / N), "unpaired_se" (as if the runs were
+        independent), "z" (diff / se), "p_exact" (two-sided exact binomial test of the discordant
+        pairs, a_only ~ Binomial(a_only + b_only, 1/2) under no difference)}.
+
+    Only discordant episodes carry information; the test is about these episodes' tasks, not about
+    new tasks (for that, use the task-level interval).
+    """
+    a = torch.as_tensor(a_passed).to(torch.int64).flatten()
+    b = torch.as_tensor(b_passed).to(torch.int64).flatten()
+    if a.shape != b.shape or a.numel() == 0:
+        raise ValueError(f"need the same N >= 1 episodes for both, got {a.numel()} and {b.numel()}")
+    if ((a < 0) | (a > 1) | (b < 0) | (b > 1)).any():
+        raise ValueError("outcomes must be 0 or 1")
+    n = a.numel()
+    a_only, b_only = int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())
+    diff = (a_only - b_only) / n
+    se = math.sqrt(max(a_only + b_only - (a_only - b_only) ** 2 / n, 0.0)) / n
+    rate_a, rate_b = float(a.double().mean()), float(b.double().mean())
+    unpaired_se = math.sqrt(rate_a * (1 - rate_a) / n + rate_b * (1 - rate_b) / n)
+    discordant = a_only + b_only
+    p_exact = 1.0 if discordant == 0 else min(1.0, 2 * float(binom.cdf(min(a_only, b_only), discordant, 0.5)))
+    return {"episodes": n, "a_only": a_only, "b_only": b_only, "diff": diff, "se": se, "unpaired_se": unpaired_se,
+            "z": diff / se if se > 0 else 0.0, "p_exact": p_exact}
 
 
 def _bootstrap_means(values: torch.Tensor, n_boot: int, seed: int) -> torch.Tensor:
@@ -156,18 +200,17 @@ def power_table(
 
 
 def pass_rate_summary(
-    counts: torch.Tensor, n: int, ks: Sequence[int] = (1, 4, 8), seed: int = 0
+    counts: torch.Tensor, n: int, ks: Sequence[int] = (1, 4, 8)
 ) -> dict:
-    """Task-averaged pass@k for each k <= n, with a task bootstrap interval on pass@1.
+    """Task-averaged pass@k for each k <= n, with the Wilson task interval on pass@1.
 
     Args:
         counts: [T] successes out of ``n`` per task.
         n: samples per task.
         ks: pass@k values to report; any k > n is skipped.
-        seed: bootstrap seed.
 
     Returns:
-        {"pass_at_<k>": float for each kept k, "ci": [lo, hi] for pass@1 (bootstrap of counts / n),
+        {"pass_at_<k>": float for each kept k, "ci": [lo, hi] for pass@1 (intervals.task_mean_interval),
         "per_task": [T] ints, "n": n, "tasks": T}.
     """
     counts = torch.as_tensor(counts)
@@ -175,12 +218,22 @@ def pass_rate_summary(
     for k in ks:
         if k <= n:
             summary[f"pass_at_{k}"] = float(pass_at_k(n, counts, k).mean())
-    lo, hi = bootstrap_ci(counts.to(torch.float64) / n, seed=seed)
-    summary["ci"] = [lo, hi]
+    _, lo, hi = task_mean_interval(counts.to(torch.float64) / n)
+    summary["ci"] = [float(lo), float(hi)]
     summary["per_task"] = [int(c) for c in counts.tolist()]
     summary["n"] = n
     summary["tasks"] = int(counts.shape[0])
     return summary
+
+
+def paired_summary(a_counts: Sequence[int], b_counts: Sequence[int], n: int) -> dict:
+    """a - b in pass@1 over shared tasks (counts out of n each), with intervals.paired_task_interval:
+    {"diff", "ci": [lo, hi], "tasks", "per_task": [T] differences}."""
+    rate_a = torch.as_tensor(a_counts, dtype=torch.float64) / n  # [T]
+    rate_b = torch.as_tensor(b_counts, dtype=torch.float64) / n
+    diff, lo, hi = paired_task_interval(rate_a, rate_b)
+    return {"diff": float(diff), "ci": [float(lo), float(hi)], "tasks": int(rate_a.numel()),
+            "per_task": (rate_a - rate_b).tolist()}
 
 
 def degenerate_group_probability(p: float, group_size: int) -> float:

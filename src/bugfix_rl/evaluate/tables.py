@@ -22,7 +22,8 @@ def print_eval(result: dict, console: Console | None = None) -> None:
     models = result["models"]
     names = "AB"[: len(models)]  # short column labels; the legend says which checkpoint is which
     console.print(f"split {result['split']}: {len(tasks)} tasks x {n} episodes per task, eval seed {result['seed']}"
-                  f" (95% intervals: task bootstrap)")
+                  f" (95% intervals over tasks: Wilson score for one policy, t + MOVER hull for a difference;"
+                  f" docs/STATISTICS.md)")
     for name, m in zip(names, models):
         run = m["run"]
         console.print(f"  {name} = {label_of(m)}: step {m['step']}, run {run['experiment']} / arm {run['arm']} /"
@@ -72,6 +73,11 @@ def print_eval(result: dict, console: Console | None = None) -> None:
         per_task_diffs = " ".join(f"{v:+.2f}" for v in d["per_task"])
         console.print(f"paired difference in pass@1, A - B, over {d['tasks']} tasks on the same seeded stream:"
                       f" {_ci(d, signed=True)}; per task: {per_task_diffs}")
+        e = d["episodes"]
+        console.print(f"same {e['episodes']} episodes, paired: A only {e['a_only']}, B only {e['b_only']};"
+                      f" difference {e['diff']:+.3f}, paired SE {e['se']:.4f} (unpaired {e['unpaired_se']:.4f}),"
+                      f" z {e['z']:+.2f}, McNemar exact p = {e['p_exact']:.3g} (about these {d['tasks']} tasks;"
+                      f" the interval above is about new tasks)")
 
 
 def print_report(report: Report, console: Console | None = None) -> None:

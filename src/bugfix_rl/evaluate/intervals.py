@@ -1,0 +1,156 @@
+"""The 95% intervals `eval`, `train` and `report` print, chosen by a coverage simulation.
+
+Pure functions on float64 tensors. Every function takes any number of leading batch dimensions, so
+the coverage simulation (evaluate/coverage.py) runs thousands of simulated evaluations through the
+very code that prints the intervals. The estimand is always a mean over the *population* of tasks
+(and of training seeds, for arm comparisons): our splits hold 5-10 tasks, and a claim about a recipe
+should hold on the next tasks too.
+
+Three intervals, each picked because it covers >= 0.93 at nominal 0.95 in the simulation of a gym
+like ours (docs/STATISTICS.md has the table; `python scripts/coverage_table.py` reproduces it),
+where the t-interval and the percentile bootstrap do not at T = 5 (0.90 and 0.85: five tasks drawn
+from a bimodal difficulty distribution often look alike, so their spread understates the spread of
+the population):
+
+- one policy's mean over T tasks: Wilson's score interval with the T tasks as trials. It holds for
+  any task rates in [0, 1], because a variable in [0, 1] with mean mu has variance <= mu (1 - mu).
+- two policies on the same T tasks: the hull of the paired t-interval and the MOVER interval built
+  from the two Wilson intervals and the task-level correlation (Zou & Donner 2008).
+- two arms, S_a and S_b seeds each, on the same T tasks: a t-interval whose variance adds the seed
+  variance of each arm's mean and the task variance of the seed-averaged per-task differences,
+  var_seed(a) / S_a + var_seed(b) / S_b + var_task(d) / T, with Welch-Satterthwaite degrees of
+  freedom. The seed-by-task noise enters both the seed and the task term, so the interval is
+  slightly conservative; the leaner method-of-moments version under-covered (0.905) at T = 5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from scipy.stats import norm
+from scipy.stats import t as student_t
+
+
+def _f64(values) -> torch.Tensor:
+    return torch.as_tensor(values).to(torch.float64)
+
+
+def t_quantile(level: float, df: torch.Tensor) -> torch.Tensor:
+    """Student-t quantile at `level` for each df (float64 tensor of df's shape; df = inf gives z)."""
+    df = _f64(df)
+    return torch.as_tensor(student_t.ppf(level, df.numpy()), dtype=torch.float64).reshape(df.shape)
+
+
+def wilson_interval(mean: torch.Tensor, trials: int, alpha: float = 0.05) -> tuple[torch.Tensor, torch.Tensor]:
+    """Wilson score interval for a mean of `trials` values in [0, 1].
+
+    Args:
+        mean: [...] observed means, clamped to [0, 1].
+        trials: number of values behind each mean (here: tasks).
+
+    Returns:
+        (lo, hi), each [...]: the mu with (mean - mu)^2 <= z^2 mu (1 - mu) / trials.
+    """
+    mean = _f64(mean).clamp(0.0, 1.0)
+    z2 = float(norm.ppf(1 - alpha / 2)) ** 2
+    center = (mean + z2 / (2 * trials)) / (1 + z2 / trials)
+    half = (z2 * (mean * (1 - mean) / trials + z2 / (4 * trials**2))).sqrt() / (1 + z2 / trials)
+    return (center - half).clamp(min=0.0), (center + half).clamp(max=1.0)
+
+
+def task_mean_interval(values: torch.Tensor, alpha: float = 0.05) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Mean over tasks with its Wilson interval.
+
+    Args:
+        values: [..., T] one number in [0, 1] per task (a pass rate, a per-task pass@k).
+
+    Returns:
+        (mean, lo, hi), each [...].
+    """
+    values = _f64(values)
+    if values.dim() == 0 or values.shape[-1] == 0:
+        raise ValueError(f"values must have shape [..., T] with T >= 1, got {tuple(values.shape)}")
+    if ((values < 0) | (values > 1)).any():
+        raise ValueError("task values must lie in [0, 1]")
+    mean = values.mean(-1)
+    lo, hi = wilson_interval(mean, values.shape[-1], alpha)
+    return mean, lo, hi
+
+
+def _correlation(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """[..., T] x [..., T] -> [...] Pearson correlation over tasks; 0 where either side is constant."""
+    ac, bc = a - a.mean(-1, keepdim=True), b - b.mean(-1, keepdim=True)
+    denom = ((ac**2).sum(-1) * (bc**2).sum(-1)).sqrt()
+    return torch.where(denom > 0, (ac * bc).sum(-1) / denom.clamp(min=1e-300), torch.zeros_like(denom))
+
+
+def paired_task_interval(
+    a: torch.Tensor, b: torch.Tensor, alpha: float = 0.05
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Mean of a - b over shared tasks with the hull of the paired-t and the MOVER-Wilson intervals.
+
+    Args:
+        a, b: [..., T] per-task values in [0, 1] of two policies on the same tasks (and stream).
+
+    Returns:
+        (diff, lo, hi), each [...]. With T = 1 the t part is undefined and only MOVER is used.
+    """
+    a, b = _f64(a), _f64(b)
+    if a.shape != b.shape or a.dim() == 0:
+        raise ValueError(f"a and b must give matching [..., T] scores, got {tuple(a.shape)}, {tuple(b.shape)}")
+    num_tasks = a.shape[-1]
+    mean_a, lo_a, hi_a = task_mean_interval(a, alpha)
+    mean_b, lo_b, hi_b = task_mean_interval(b, alpha)
+    diff = mean_a - mean_b
+    rho = _correlation(a, b)
+    # MOVER: each side of the difference from the matching sides of the two Wilson intervals
+    lo = diff - ((mean_a - lo_a) ** 2 - 2 * rho * (mean_a - lo_a) * (hi_b - mean_b) + (hi_b - mean_b) ** 2).clamp(min=0).sqrt()
+    hi = diff + ((hi_a - mean_a) ** 2 - 2 * rho * (hi_a - mean_a) * (mean_b - lo_b) + (mean_b - lo_b) ** 2).clamp(min=0).sqrt()
+    if num_tasks >= 2:
+        d = a - b
+        half = t_quantile(1 - alpha / 2, torch.tensor(num_tasks - 1.0)) * (d.var(-1) / num_tasks).sqrt()
+        lo, hi = torch.minimum(lo, diff - half), torch.maximum(hi, diff + half)
+    return diff, lo, hi
+
+
+@dataclass
+class ArmDifference:
+    """Difference of two arms' mean pass@1 (a - b) with its seed-and-task interval; each field [...]."""
+
+    diff: torch.Tensor
+    lo: torch.Tensor
+    hi: torch.Tensor
+    se: torch.Tensor  # standard error of diff
+    df: torch.Tensor  # Welch-Satterthwaite degrees of freedom
+
+
+def arm_difference(a: torch.Tensor, b: torch.Tensor, alpha: float = 0.05) -> ArmDifference:
+    """Seed-aware interval for mean(a) - mean(b) of two arms evaluated on the same tasks.
+
+    Args:
+        a: [..., S_a, T] per-seed, per-task pass rates of arm a (S_a >= 2 seeds, T >= 2 tasks).
+        b: [..., S_b, T] the same for arm b; seeds need not be paired with a's.
+
+    Variance: var_seed(a) / S_a + var_seed(b) / S_b + var_task(d) / T, where var_seed is the variance
+    over seeds of the per-seed means and d [T] the seed-averaged per-task differences (which cancels
+    the tasks' shared difficulty). Degrees of freedom by Welch-Satterthwaite over the three terms.
+    """
+    a, b = _f64(a), _f64(b)
+    if a.dim() < 2 or b.dim() < 2 or a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"a and b must be [..., S, T] on the same tasks, got {tuple(a.shape)}, {tuple(b.shape)}")
+    seeds_a, seeds_b, num_tasks = a.shape[-2], b.shape[-2], a.shape[-1]
+    if min(seeds_a, seeds_b) < 2 or num_tasks < 2:
+        raise ValueError(f"need >= 2 seeds per arm and >= 2 tasks, got {seeds_a}, {seeds_b} seeds, {num_tasks} tasks")
+    seed_term_a = a.mean(-1).var(-1) / seeds_a  # [...]
+    seed_term_b = b.mean(-1).var(-1) / seeds_b
+    task_diffs = a.mean(-2) - b.mean(-2)  # [..., T]
+    task_term = task_diffs.var(-1) / num_tasks
+    variance = seed_term_a + seed_term_b + task_term
+    pieces = seed_term_a**2 / (seeds_a - 1) + seed_term_b**2 / (seeds_b - 1) + task_term**2 / (num_tasks - 1)
+    df = torch.where(pieces > 0, variance**2 / pieces.clamp(min=1e-300), torch.full_like(variance, float("inf")))
+    se = variance.sqrt()
+    diff = task_diffs.mean(-1)
+    half = t_quantile(1 - alpha / 2, df) * se
+    return ArmDifference(diff, diff - half, diff + half, se, df)
+

@@ -1,0 +1,42 @@
+"""Early stopping (`stop.*`): the two signals of the book's §19.9, as pure functions of the run so far.
+
+(a) validation: the best checkpoint's pass@1 has not been beaten (by more than `min_delta`) for
+    `patience` checkpoints in a row;
+(b) the training signal is spent: `zero_adv_frac` (groups whose rewards are all equal, so they carry
+    no gradient) has been above `zero_adv_threshold` at each of the last `zero_adv_window` steps.
+
+The trainer asks after every step (b) and after every checkpoint (a); the first rule that fires ends
+the run at that step, which is then checkpointed, and eval.json records the rule and the step.
+"""
+
+from __future__ import annotations
+
+
+def validation_stalled(validation: dict[int, dict], patience: int, min_delta: float = 0.0) -> bool:
+    """True when the last `patience` checkpoints (in step order) all failed to beat the best pass@1
+    before them by more than min_delta. patience 0: never."""
+    if patience <= 0 or len(validation) <= patience:
+        return False
+    scores = [validation[step]["pass_at_1"] for step in sorted(validation)]
+    best_before = max(scores[:-patience])
+    return all(score <= best_before + min_delta for score in scores[-patience:])
+
+
+def signal_spent(rows: list[dict], window: int, threshold: float) -> bool:
+    """True when each of the last `window` steps had zero_adv_frac > threshold. window 0: never."""
+    if window <= 0 or len(rows) < window:
+        return False
+    recent = [row.get("zero_adv_frac") for row in rows[-window:]]
+    return all(value is not None and value > threshold for value in recent)
+
+
+def stop_reason(stop, validation: dict[int, dict], rows: list[dict], at_checkpoint: bool) -> str | None:
+    """The rule that ends the run now, in words, or None. `stop` is a config.StopConfig."""
+    if at_checkpoint and validation_stalled(validation, stop.patience, stop.min_delta):
+        best = max(validation, key=lambda s: (validation[s]["pass_at_1"], -s))
+        return (f"validation: no gain over step {best}'s pass@1 {validation[best]['pass_at_1']:.3f} for"
+                f" {stop.patience} checkpoints")
+    if signal_spent(rows, stop.zero_adv_window, stop.zero_adv_threshold):
+        return (f"training signal spent: zero_adv_frac above {stop.zero_adv_threshold:g} for"
+                f" {stop.zero_adv_window} steps")
+    return None
