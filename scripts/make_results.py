@@ -19,7 +19,7 @@ from pathlib import Path
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch
 
-from bugfix_rl.config import TrainConfig
+from bugfix_rl.config import StopConfig, TrainConfig
 from bugfix_rl.envs import make_env_factory
 from bugfix_rl.evaluate.ablation import (build_report, forest_rows, power_lines, table_cells, table_header,
                                          verdicts)
@@ -28,6 +28,7 @@ from bugfix_rl.evaluate.plots import forest_plot
 from bugfix_rl.evaluate.stats import pass_rate_summary
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+from bugfix_rl.stopping import stop_reason
 from bugfix_rl.train import Trainer
 
 
@@ -55,15 +56,56 @@ def capstone_section(run: Path) -> list[str]:
         t = test[name]
         lines.append(f"| {name} | {ci(t)} | {t['pass_at_4']:.3f} | {t['pass_at_8']:.3f} | {t['per_task']} |")
     lines += ["", f"Paired difference chosen - base over the 5 test tasks: {ci(test['paired_diff'], signed=True)}"
-              " (one training seed; the interval resamples tasks).", "",
-              "![capstone dashboard](img/capstone_dashboard.png)", ""]
+              " (one training seed; the interval, the hull of the paired t and MOVER-Wilson intervals, is about"
+              " new tasks, not new seeds).", "",
+              "![capstone dashboard](img/capstone_dashboard.png)", "",
+              "pass@k of base and chosen for k = 1..32 on the test tasks (design-review question 24; eval.json"
+              " `test.<model>.pass_at_k_curve`): "
+              + "; ".join(f"{name} " + " ".join(f"k={k} {test[name]['pass_at_k_curve'][k - 1]:.3f}"
+                                                 for k in (1, 2, 4, 8, 16, 32)) for name in ("base", "chosen")), "",
+              "![pass@k curves](img/capstone_pass_at_k.png)", ""]
     zero = [r["zero_adv_frac"] for r in rows]
     windows = [round(sum(zero[i:i + 10]) / len(zero[i:i + 10]), 2) for i in range(0, len(zero), 10)]
     val = {s: round(v["pass_at_1"], 3) for s, v in result["validation"].items()}
     lines += ["### Stop-rule signals", "",
               f"Zero-advantage fraction by 10-step window: {windows}.", "",
               f"Validation pass@1 by checkpoint: {val}.", ""]
+    lines += stop_rules_applied(run, result, rows)
     return lines
+
+
+def stop_rules_applied(run: Path, result: dict, rows: list[dict]) -> list[str]:
+    """The book's exercise: apply `stop.*` rules to the recorded run, after the fact, and price them."""
+    validation = {int(s): v for s, v in result["validation"].items()}
+    cfg = TrainConfig()
+    tokenizer = build_tokenizer_for(cfg)
+    make_env, close = make_env_factory(cfg.env)
+    lines = ["What `stop.*` would have done here (applied to the recorded run; the chosen checkpoint is then the"
+             " best validation among those before the stop, tested on the same 5 tasks x 32 episodes):", "",
+             "| rule | stops at step | steps saved | chosen | test pass@1 [95% CI] |", "|---|---|---|---|---|"]
+    rules = {"patience=2 (no gain over the best for 2 checkpoints)": StopConfig(patience=2),
+             "zero_adv_window=10, zero_adv_threshold=0.7": StopConfig(zero_adv_window=10, zero_adv_threshold=0.7),
+             "none (the run as trained)": StopConfig()}
+    steps = len(rows)
+    for name, rule in rules.items():
+        stopped = steps
+        for step in range(1, steps + 1):
+            seen = {s: v for s, v in validation.items() if s <= step}
+            if step < steps and stop_reason(rule, seen, rows[:step], at_checkpoint=step in validation):
+                stopped = step
+                break
+        seen = {s: v for s, v in validation.items() if s <= stopped}
+        chosen = max(seen, key=lambda s: (seen[s]["pass_at_1"], -s))
+        if chosen == result["chosen_step"]:
+            test = result["test"]["chosen"]
+        else:
+            agent = build_policy(cfg.policy, tokenizer, init=str(run / "checkpoints" / f"step_{chosen:03d}.safetensors"))
+            counts = success_counts(sample_trajectories(agent, tokenizer, make_tasks("test"), 32, make_env, 1.0,
+                                                        cfg.eval.test_seed), 5)
+            test = pass_rate_summary(counts, 32)
+        lines.append(f"| {name} | {stopped if stopped < steps else '-'} | {steps - stopped} | step {chosen} | {ci(test)} |")
+    close()
+    return lines + [""]
 
 
 def behaviour_section(run: Path, seed: int = 5, n: int = 32) -> list[str]:
@@ -102,10 +144,40 @@ def behaviour_section(run: Path, seed: int = 5, n: int = 32) -> list[str]:
     return lines
 
 
+def starts_section(n: int = 16, group_size: int = 8, seed: int = 1) -> list[str]:
+    """The book's §19.2 comparison of starting policies: `bugfix-rl starts` with its defaults."""
+    from bugfix_rl.evaluate.starts import profile_policy, profiles_markdown
+    from bugfix_rl.train import cold_start
+
+    cfg = TrainConfig()
+    tokenizer = build_tokenizer_for(cfg)
+    make_env, close = make_env_factory(cfg.env)
+    profiles = []
+    for name in ("rl_base", "sft", "scratch"):
+        model = build_policy(cfg.policy, tokenizer, init="scratch" if name == "scratch" else "rl_base")
+        if name == "sft":
+            losses = cold_start(cfg, model, tokenizer, make_env)
+            name = f"SFT cold start ({cfg.cold_start.steps} steps on {cfg.cold_start.demos} oracle demos, loss {losses[0]:.3f} -> {losses[-1]:.3f})"
+        label = {"rl_base": "RL base (policy.init=rl_base)", "scratch": "scratch (policy.init=scratch)"}.get(name, name)
+        profiles.append(profile_policy(label, model.eval(), tokenizer, make_env, 1.0, n, group_size, seed))
+    close()
+    return [f"## 5. Starting policies before RL (`bugfix-rl starts`; 20 training tasks, {n} episodes per task for"
+            f" pass@k, one group of {group_size} per task; 95% Wilson intervals over tasks)", "",
+            *profiles_markdown(profiles), "",
+            "GRPO learns only from informative groups (rewards that differ), so successes among a start's samples"
+            " and entropy left to explore are what RL can use. Here the cold start passes"
+            f" {profiles[1].pass_at_1[0]:.2f} of training episodes against the RL base's {profiles[0].pass_at_1[0]:.2f},"
+            f" with {profiles[1].informative_groups:.2f} of groups informative against {profiles[0].informative_groups:.2f}"
+            f" and entropy {profiles[1].entropy:.2f} against {profiles[0].entropy:.2f} nats; scratch has"
+            f" {profiles[2].informative_groups:.2f} informative groups, so RL gets no gradient from it. These numbers"
+            " predict how learning starts, not where it ends: the ablation (section 3, arm sft) tests that.", ""]
+
+
 def ablation_section(sweep: Path, seconds: float | None, command: str) -> list[str]:
     report = build_report(sweep, "default")
     Path("docs/img").mkdir(parents=True, exist_ok=True)
-    forest_plot(forest_rows(report), "docs/img/ablation_forest.png", title="held-out pass@1 vs default (paired over tasks)")
+    forest_plot(forest_rows(report), "docs/img/ablation_forest.png",
+                title="held-out pass@1 vs default (95% CI over seeds and tasks)")
     header = table_header(report)
     lines = [f"## 3. Ablation ({len(report.rows[0].seeds)} seeds per arm, 30 steps, {report.tasks} held-out tasks x"
              f" {report.episodes} episodes)",
@@ -168,14 +240,18 @@ def main() -> None:
     torch.set_num_threads(2)
     Path("docs/img").mkdir(parents=True, exist_ok=True)
     shutil.copy(args.capstone / "dashboard.png", "docs/img/capstone_dashboard.png")
+    shutil.copy(args.capstone / "pass_at_k.png", "docs/img/capstone_pass_at_k.png")
     start = time.time()
     lines = ["# Results", "", "Generated by `scripts/make_results.py` (run `scripts/reproduce.sh` to regenerate from"
              " scratch). TinyAgent, 157k parameters, 20 training and 10 held-out tasks: mechanism demonstrations,"
-             " not benchmark evidence. Every interval is a 95% bootstrap over tasks.", ""]
+             " not benchmark evidence. Intervals are 95%: Wilson over tasks for one policy, the t + MOVER hull for"
+             " two policies on the same tasks, and a t-interval over seeds and tasks for two arms; docs/STATISTICS.md"
+             " gives their coverage.", ""]
     lines += capstone_section(args.capstone)
     lines += behaviour_section(args.capstone)
     lines += ablation_section(args.ablation, args.ablation_seconds, args.ablation_command)
     lines += reproducibility_section()
+    lines += starts_section()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out} in {time.time() - start:.0f} s")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The preset sweep (issue 3, must-show 4): each preset x seeds 0,1,2, 30 steps, scored on all 10
 # held-out tasks x 16 episodes (+exp=ablation: 2 runs at a time, 1 thread each), then `bugfix-rl report`
-# (held-out pass@1 by seed, paired difference vs grpo with a task-bootstrap interval, episodes sampled
+# (held-out pass@1 by seed, difference vs grpo with its seeds-and-tasks interval and MDE, episodes sampled
 # per run: dynamic sampling's extra rollouts included). The table is written into docs/ALGORITHMS.md
 # between the sweep markers and the forest plot to docs/img/sweep_presets_forest.png.
 #   bash scripts/sweep_presets.sh                    (5 presets x 3 seeds = 15 runs)

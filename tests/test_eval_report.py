@@ -85,7 +85,8 @@ def test_eval_end_to_end_with_compare(smoke_run, tmp_path, capsys):
              "split=val", "n=4", *COMMON, f"out={out}"])
     printed = capsys.readouterr().out
     for expected in ("5 tasks x 4 episodes per task, eval seed 4", "pass@1", "pass@4", "first edits",
-                     "behaviour", "most common action sequences", "paired difference in pass@1, A - B"):
+                     "behaviour", "most common action sequences", "paired difference in pass@1, A - B",
+                     "same 20 episodes, paired", "McNemar exact p ="):
         assert expected in printed, expected
     result = json.loads(out.read_text())
     assert [m["step"] for m in result["models"]] == [2, 0]
@@ -95,6 +96,8 @@ def test_eval_end_to_end_with_compare(smoke_run, tmp_path, capsys):
         assert lo <= model["pass_at_k"]["1"]["value"] <= hi
         assert len(model["per_task"]) == 5 and all(0 <= c <= 4 for c in model["per_task"])
         assert sum(count for count, _ in model["sequences"]) <= 20
+        assert len(model["pass_at_k_curve"]) == 4 and len(model["outcomes"]) == 20
+        assert [sum(model["outcomes"][4 * i:4 * i + 4]) for i in range(5)] == model["per_task"]
         assert {row["task"] for row in model["per_task_table"]} == set(result["tasks"])
     diff = result["paired_diff"]
     rates = [torch.tensor(m["per_task"], dtype=torch.float64) / 4 for m in result["models"]]

@@ -29,6 +29,7 @@ COMMANDS = {  # command -> what it does (`bugfix-rl --help`)
     "sft": "SFT on demonstrations -> <run dir>/sft.safetensors (then train policy.init=<that file>)",
     "bench": "time the configured rollout path beside one process",
     "simulate": "size a rollout cluster (sync vs async pipeline) before paying for it",
+    "starts": "compare starting policies before RL (pass@1/8, informative groups, entropy): starts.policies=[...]",
     "plan": "seeds x tasks x episodes a comparison needs, a sweep's MDE, GPU-hours: plan dir=<sweep> | compute=true",
 }
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # in the wheel; in the repo a link to the top-level conf/
@@ -270,6 +271,12 @@ def _simulate(cfg):
         raise UserError(str(err)) from None
 
 
+def _starts(cfg):
+    from bugfix_rl.commands import starts_command
+
+    starts_command(_to_object(cfg))
+
+
 def _plan(cfg):
     from bugfix_rl.evaluate.ablation import ReportError
     from bugfix_rl.plan import plan_command
@@ -282,7 +289,8 @@ def _plan(cfg):
 
 BODIES = {"train": (_train, "train"), "preflight": (_preflight, "train"), "eval": (_eval, "eval"),
           "report": (_report, "report"), "sft": (_sft, "train"), "bench": (_bench, "train"),
-          "simulate": (_simulate, "simulate"), "plan": (_plan, "plan")}
+          "simulate": (_simulate, "simulate"), "plan": (_plan, "plan"),
+          "starts": (_starts, "train")}
 
 
 def usage() -> str:
@@ -293,7 +301,7 @@ def usage() -> str:
     return (f"usage: bugfix-rl <command> [key=value ...] [-m] [--help] [--cfg job]\n\n"
             f"Train small coding agents with RL on a bug-fixing gym, and measure what they learned.\n\n"
             f"commands:\n{commands}\n\n"
-            f"config groups of train, preflight, sft and bench (group=option; +exp=... and +ablation=...):\n"
+            f"config groups of train, preflight, sft, starts and bench (group=option; +exp=... and +ablation=...):\n"
             f"{groups}\n\n"
             f"bugfix-rl <command> --help: the command's config, every key with its default.\n"
             f"key=a,b ... -m: one run per value (a sweep; put -m last).\n"

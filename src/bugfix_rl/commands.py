@@ -1,4 +1,5 @@
-"""Bodies of the non-train commands: preflight, sft, eval, report (bench: bench.py; simulate: simulate.py)."""
+"""Bodies of the non-train commands: preflight, sft, starts, eval, report (bench: bench.py; simulate:
+simulate.py; plan: plan.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import torch
 from rich.console import Console
+from rich.table import Table
 
 from bugfix_rl.console import TrainConsole
 
@@ -63,6 +65,54 @@ def sft_command(cfg, run_dir: Path) -> Path:
                   f"{val['n']} episodes, 1 seed)")
     console.print(f"wrote {path}  (train from it: bugfix-rl train policy.init={path})", soft_wrap=True)
     return path
+
+
+def starts_command(cfg) -> list:
+    """`bugfix-rl starts [starts.policies=[rl_base,sft,scratch]]`: what RL can start from (§19.2).
+
+    rl_base and scratch are policy.init's options; sft is the RL base after the cold start configured
+    in cold_start.* (SFT on oracle demonstrations); anything else is a checkpoint path."""
+    from bugfix_rl.errors import UserError
+    from bugfix_rl.evaluate.starts import HEADER, profile_cells, profile_policy
+    from bugfix_rl.policy.build import build_policy
+    from bugfix_rl.train import cold_start
+
+    starts = cfg.starts
+    if starts.n < 8 or starts.group_size < 2:
+        raise UserError(f"starts.n={starts.n} must be >= 8 (pass@8) and starts.group_size={starts.group_size} >= 2")
+    for name in starts.policies:
+        if name not in ("rl_base", "sft", "scratch") and not Path(name).is_file():
+            raise UserError(f"starts.policies: {name!r} is neither rl_base, sft, scratch nor a checkpoint file")
+    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.progress import PhaseProgress
+
+    torch.set_num_threads(cfg.threads)
+    tokenizer = build_tokenizer_for(cfg)
+    make_env, close_env = make_env_factory(cfg.env)
+    profiles = []
+    try:
+        for name in starts.policies:
+            if name in ("rl_base", "sft"):  # the RL base is built (or loaded from its cache) only when asked for
+                model = build_policy(cfg.policy, tokenizer, init="rl_base", env_cfg=cfg.env,
+                                     progress=PhaseProgress(bars=cfg.logger.console))
+                if name == "sft":
+                    losses = cold_start(cfg, model, tokenizer, make_env)
+                    name = f"sft ({cfg.cold_start.steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f})"
+            else:
+                model = build_policy(cfg.policy, tokenizer, init=name)
+            profiles.append(profile_policy(name, model.eval(), tokenizer, make_env, cfg.algo.temperature,
+                                           starts.n, starts.group_size, starts.seed))
+    finally:
+        close_env()
+    table = Table(title=f"starting policies on the {profiles[0].tasks} training tasks ({starts.n} episodes per task"
+                        f" for pass@k; one group of {starts.group_size} per task; 95% Wilson intervals over tasks)")
+    for column in HEADER:
+        table.add_column(column)
+    for profile in profiles:
+        table.add_row(*profile_cells(profile))
+    Console(highlight=False).print(table)
+    return profiles
 
 
 def eval_command(cfg) -> dict:

@@ -189,6 +189,16 @@ class EvalConfig:
 
 
 @dataclass
+class StartsConfig:
+    """`bugfix-rl starts`: starting policies compared before RL (src/bugfix_rl/evaluate/starts.py)."""
+
+    policies: list[str] = field(default_factory=lambda: ["rl_base", "sft", "scratch"])  # or checkpoint paths
+    n: int = 16  # episodes per training task for pass@1 and pass@8
+    group_size: int = 8  # one group per training task: informative groups, entropy, behaviour
+    seed: int = 1  # pass@k stream; the groups use seed + 1
+
+
+@dataclass
 class StopConfig:
     """When to end training early (the book's §19.9 rules); eval.json records what fired. 0 = off."""
 
@@ -253,6 +263,7 @@ class TrainConfig:
     cold_start: ColdStartConfig = field(default_factory=ColdStartConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
+    starts: StartsConfig = field(default_factory=StartsConfig)
     steps: int = 60
     seed: int = 0
     threads: int = 2  # torch CPU threads: results depend on it (see docs)

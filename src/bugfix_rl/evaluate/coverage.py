@@ -81,13 +81,18 @@ def _covers(lo: torch.Tensor, hi: torch.Tensor, truth: float) -> tuple[float, fl
     return float(inside.double().mean()), float((hi - lo).mean())
 
 
-def one_run_cell(model: GymModel, tasks: int, repeats: int, generator: torch.Generator) -> Cell:
-    """pass@1 of one trained policy: a fixed seed, tasks drawn from the population."""
+def simulate_one_run(model: GymModel, tasks: int, repeats: int, generator: torch.Generator):
+    """([R, T] per-task pass rates of one trained policy, the true population mean)."""
     sd = model.total_sd
     logits = model.trained_level + sd * torch.randn(repeats, tasks, generator=generator, dtype=torch.float64)
-    _, lo, hi = task_mean_interval(_rates(logits, model.episodes, generator))
-    return Cell("eval/train: pass@1 of one policy", tasks, 1, 0.0,
-                *_covers(lo, hi, population_mean(model.trained_level, sd)), repeats)
+    return _rates(logits, model.episodes, generator), population_mean(model.trained_level, sd)
+
+
+def one_run_cell(model: GymModel, tasks: int, repeats: int, generator: torch.Generator) -> Cell:
+    """pass@1 of one trained policy: a fixed seed, tasks drawn from the population."""
+    rates, truth = simulate_one_run(model, tasks, repeats, generator)
+    _, lo, hi = task_mean_interval(rates)
+    return Cell("eval/train: pass@1 of one policy", tasks, 1, 0.0, *_covers(lo, hi, truth), repeats)
 
 
 def paired_cell(model: GymModel, tasks: int, difference: float, repeats: int, generator: torch.Generator) -> Cell:
@@ -107,9 +112,9 @@ def paired_cell(model: GymModel, tasks: int, difference: float, repeats: int, ge
     return Cell("eval/train: chosen - base, paired", tasks, 1, difference, *_covers(lo, hi, truth), repeats)
 
 
-def arms_cell(model: GymModel, tasks: int, seeds: int, difference: float, repeats: int,
-              generator: torch.Generator) -> Cell:
-    """arm - reference over `seeds` seeds each, on the same tasks (what `report` prints)."""
+def simulate_arms(model: GymModel, tasks: int, seeds: int, difference: float, repeats: int,
+                  generator: torch.Generator):
+    """([R, S, T] rates of an arm, [R, S, T] of the reference, the true difference of their means)."""
     sd, level = model.total_sd, model.trained_level
     shift = level_for(population_mean(level, sd) + difference, sd) - level
 
@@ -123,8 +128,14 @@ def arms_cell(model: GymModel, tasks: int, seeds: int, difference: float, repeat
                   + model.seed_sd * normal(repeats, seeds, 1) + model.seed_task_sd * normal(repeats, seeds, tasks))
         return _rates(logits, model.episodes, generator)
 
-    result = arm_difference(arm(shift), arm(0.0))
-    truth = population_mean(level + shift, sd) - population_mean(level, sd)
+    return arm(shift), arm(0.0), population_mean(level + shift, sd) - population_mean(level, sd)
+
+
+def arms_cell(model: GymModel, tasks: int, seeds: int, difference: float, repeats: int,
+              generator: torch.Generator) -> Cell:
+    """arm - reference over `seeds` seeds each, on the same tasks (what `report` prints)."""
+    a, b, truth = simulate_arms(model, tasks, seeds, difference, repeats, generator)
+    result = arm_difference(a, b)
     return Cell("report: arm - reference, seeds x tasks", tasks, seeds, difference,
                 *_covers(result.lo, result.hi, truth), repeats)
 

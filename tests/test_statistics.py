@@ -1,0 +1,277 @@
+"""The printed intervals, their coverage, `bugfix-rl plan`, McNemar, pass@k curves and the stop rules,
+against hand-computed numbers and the design review's worked answers (questions 19, 22 and 24)."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from scipy.stats import t as student_t
+
+from bugfix_rl.config import ComputeBudget, PlanConfig, StopConfig
+from bugfix_rl.evaluate.coverage import GymModel, coverage_table, one_run_cell, population_mean
+from bugfix_rl.evaluate.intervals import arm_difference, paired_task_interval, task_mean_interval, wilson_interval
+from bugfix_rl.evaluate.power import (VarianceComponents, design_variance, minimum_detectable_effect,
+                                      required_units_t, seeds_needed, t_test_power, variance_components)
+from bugfix_rl.evaluate.stats import bootstrap_ci, mcnemar, pass_at_k_curve
+from bugfix_rl.plan import plan_lines, step_cost
+from bugfix_rl.stopping import signal_spent, stop_reason, validation_stalled
+
+ROOT = Path(__file__).resolve().parents[1]
+Z2 = 1.959963984540054**2
+
+
+def wilson_by_hand(mean: float, trials: int) -> tuple[float, float]:
+    center = (mean + Z2 / (2 * trials)) / (1 + Z2 / trials)
+    half = math.sqrt(Z2 * (mean * (1 - mean) / trials + Z2 / (4 * trials**2))) / (1 + Z2 / trials)
+    return center - half, center + half
+
+
+# ----------------------------------------------------------------------------------------------
+# the intervals
+
+
+def test_wilson_by_hand_and_at_the_edges():
+    lo, hi = wilson_interval(torch.tensor(0.5), 5)
+    assert (float(lo), float(hi)) == pytest.approx((0.170424, 0.829576), abs=1e-6)  # 0.5 +- 0.329576
+    lo, hi = wilson_interval(torch.tensor(1.0), 5)  # every task solved: the upper end is 1, not past it
+    assert float(hi) == 1.0 and float(lo) == pytest.approx(5 / (5 + Z2), abs=1e-12)
+    mean, lo, hi = task_mean_interval(torch.tensor([[0.0, 0.25, 1.0, 0.75], [0.5, 0.5, 0.5, 0.5]]))
+    assert mean.tolist() == [0.5, 0.5] and lo.tolist() == pytest.approx([wilson_by_hand(0.5, 4)[0]] * 2)
+    with pytest.raises(ValueError, match="lie in"):
+        task_mean_interval(torch.tensor([0.5, 1.5]))
+
+
+def test_paired_interval_is_the_hull_of_t_and_mover():
+    a = torch.tensor([1.0, 0.5, 0.75, 1.0, 0.25], dtype=torch.float64)
+    b = torch.tensor([0.25, 0.0, 0.5, 0.5, 0.0], dtype=torch.float64)
+    diff, lo, hi = paired_task_interval(a, b)
+    d = a - b  # [0.75, 0.5, 0.25, 0.5, 0.25]: mean 0.45, sd 0.2092
+    t_half = student_t.ppf(0.975, 4) * float(d.std()) / math.sqrt(5)
+    (la, ua), (lb, ub) = wilson_by_hand(0.7, 5), wilson_by_hand(0.25, 5)
+    rho = float(torch.corrcoef(torch.stack([a, b]))[0, 1])
+    mover_lo = 0.45 - math.sqrt((0.7 - la) ** 2 - 2 * rho * (0.7 - la) * (ub - 0.25) + (ub - 0.25) ** 2)
+    mover_hi = 0.45 + math.sqrt((ua - 0.7) ** 2 - 2 * rho * (ua - 0.7) * (0.25 - lb) + (0.25 - lb) ** 2)
+    assert float(diff) == pytest.approx(0.45)
+    assert float(lo) == pytest.approx(min(0.45 - t_half, mover_lo), abs=1e-12)
+    assert float(hi) == pytest.approx(max(0.45 + t_half, mover_hi), abs=1e-12)
+    assert float(lo) == pytest.approx(mover_lo)  # here MOVER is wider below; the t side is 0.190
+    assert 0.45 - t_half == pytest.approx(0.190, abs=1e-3)
+
+
+def test_arm_difference_by_hand():
+    a = torch.tensor([[1.0, 0.5, 0.0], [0.5, 0.5, 0.5], [1.0, 1.0, 0.5]], dtype=torch.float64)  # seed means .5 .5 .833
+    b = torch.tensor([[0.5, 0.0, 0.0], [0.5, 0.5, 0.0]], dtype=torch.float64)  # seed means 1/6, 1/3
+    result = arm_difference(a, b)
+    seed_a = torch.tensor([0.5, 0.5, 5 / 6], dtype=torch.float64).var() / 3  # 1/108
+    seed_b = torch.tensor([1 / 6, 1 / 3], dtype=torch.float64).var() / 2  # 1/144
+    d = torch.tensor([5 / 6 - 0.5, 2 / 3 - 0.25, 1 / 3 - 0.0], dtype=torch.float64)
+    task = d.var() / 3
+    variance = float(seed_a + seed_b + task)
+    df = variance**2 / (float(seed_a) ** 2 / 2 + float(seed_b) ** 2 / 1 + float(task) ** 2 / 2)
+    half = student_t.ppf(0.975, df) * math.sqrt(variance)
+    assert float(result.diff) == pytest.approx(float(d.mean()))
+    assert float(result.se) == pytest.approx(math.sqrt(variance)) and float(result.df) == pytest.approx(df)
+    assert (float(result.lo), float(result.hi)) == pytest.approx((float(d.mean()) - half, float(d.mean()) + half))
+    with pytest.raises(ValueError, match=">= 2 seeds"):
+        arm_difference(a[:1], b)
+
+
+# ----------------------------------------------------------------------------------------------
+# coverage: the claim docs/STATISTICS.md makes, re-checked at 2000 repeats per cell
+
+
+def test_every_printed_interval_covers_at_least_93_percent():
+    cells = coverage_table(repeats=2000, seed=1)
+    assert len(cells) == 3 + 6 + 12  # one-run T x 3, paired T x 2 differences, arms T x seeds x differences
+    low = [(c.interval, c.tasks, c.seeds, c.difference, c.coverage) for c in cells if c.coverage < 0.93]
+    assert not low, low
+    assert {(c.tasks, c.seeds) for c in cells if c.interval.startswith("report")} == {
+        (t, s) for t in (5, 10, 20) for s in (3, 5)}
+
+
+def test_the_simulation_can_fail_an_interval():
+    """The percentile bootstrap, which we printed before, under-covers in the same simulation at T = 5:
+    the coverage test is not one every interval passes."""
+    model = GymModel()
+    generator = torch.Generator().manual_seed(0)
+    sd = model.total_sd
+    logits = model.trained_level + sd * torch.randn(400, 5, generator=generator, dtype=torch.float64)
+    rates = torch.binomial(torch.full_like(logits, 16.0), torch.sigmoid(logits), generator=generator) / 16
+    truth = population_mean(model.trained_level, sd)
+    covered = sum(lo <= truth <= hi for lo, hi in (bootstrap_ci(r, n_boot=1000, seed=i) for i, r in enumerate(rates)))
+    assert covered / 400 < 0.90
+    assert one_run_cell(model, 5, 400, torch.Generator().manual_seed(0)).coverage >= 0.93
+
+
+# ----------------------------------------------------------------------------------------------
+# power and plan
+
+
+def test_plan_z_mode_reproduces_the_books_power_table_and_t_asks_more():
+    cfg = PlanConfig(seed_sd=0.042, task_diff_sd=0.212, test="z")
+    assert plan_lines(cfg)[1:] == ["effect 0.10: seeds per arm 3 | paired tasks 36",
+                                   "effect 0.05: seeds per arm 12 | paired tasks 141",
+                                   "effect 0.02: seeds per arm 70 | paired tasks 881"]
+    cfg.test = "t"
+    assert plan_lines(cfg)[1:] == ["effect 0.10: seeds per arm 4 | paired tasks 38",
+                                   "effect 0.05: seeds per arm 13 | paired tasks 144",
+                                   "effect 0.02: seeds per arm 71 | paired tasks 884"]
+
+
+def test_t_units_are_the_first_that_reach_the_power():
+    for sd, effect, two_arms in ((0.042, 0.10, True), (0.056, 0.05, True), (0.11, 0.05, False)):
+        n = required_units_t(sd, effect, two_arms)
+
+        def power(k):
+            se = sd * math.sqrt(2 / k) if two_arms else sd / math.sqrt(k)
+            return t_test_power(effect, se, 2 * k - 2 if two_arms else k - 1)
+
+        assert power(n) >= 0.8 > power(n - 1)
+    # the normal-shift MDE at the t's df: (t_.975 + t_.8) se
+    assert minimum_detectable_effect(0.05, 10) == pytest.approx((2.228139 + 0.879058) * 0.05, abs=1e-5)
+
+
+def test_design_variance_and_seeds_needed_by_hand():
+    parts = VarianceComponents(seed=0.001, interaction=0.002, seed_task=0.01, episode=0.005, episodes=16)
+    variance, df = design_variance(parts, seeds=4, tasks=10, episodes=32)
+    residual = 0.01 + 0.005 * 16 / 32
+    seed_term = (0.001 + residual / 10) / 4
+    task_term = (0.002 + 2 * residual / 4) / 10
+    assert variance == pytest.approx(2 * seed_term + task_term)
+    assert df == pytest.approx(variance**2 / (2 * seed_term**2 / 3 + task_term**2 / 9))
+    needed = seeds_needed(parts, tasks=10, episodes=32, effect=0.1)
+    below, at = (design_variance(parts, s, 10, 32) for s in (needed - 1, needed))
+    assert t_test_power(0.1, math.sqrt(at[0]), at[1]) >= 0.8 > t_test_power(0.1, math.sqrt(below[0]), below[1])
+    # the arm x task term does not shrink with seeds: 10 tasks cannot resolve 0.02 whatever the seeds
+    assert seeds_needed(parts, tasks=10, episodes=32, effect=0.02) is None
+
+
+def test_variance_components_recover_a_seed_effect():
+    seeds = torch.tensor([0.0, 0.1, -0.1, 0.05, -0.05], dtype=torch.float64).unsqueeze(1)  # [S, 1]
+    tasks = torch.tensor([0.2, 0.5, 0.8, 0.4], dtype=torch.float64)  # [T]
+    arm = (tasks + seeds).clamp(0, 1)  # no seed x task interaction, no episode noise beyond the p(1-p) term
+    parts = variance_components({"default": arm, "other": arm.clone()}, "default", episodes=1000)
+    assert parts.seed == pytest.approx(float(seeds.var()), rel=1e-9)
+    assert parts.interaction == 0.0
+
+
+def test_plan_from_a_pilot_sweep_prints_designs_and_the_sweeps_mde(tmp_path):
+    from test_eval_report import _fake_run
+
+    counts = {("default", 0): [4, 2, 0, 1, 3], ("default", 1): [3, 2, 1, 1, 4], ("default", 2): [4, 1, 0, 2, 2],
+              ("kl", 0): [4, 3, 1, 1, 2], ("kl", 1): [4, 2, 2, 1, 4], ("kl", 2): [3, 3, 1, 0, 3]}
+    for (arm, seed), per_task in counts.items():
+        _fake_run(tmp_path, arm, seed, per_task, 4, True)
+    lines = plan_lines(PlanConfig(dir=str(tmp_path), tasks=[5, 50], episodes=[4]))
+    text = "\n".join(lines)
+    assert "6 runs, 2 arms, 5 tasks x 4 episodes" in lines[0]
+    assert "tasks x episodes" in text and "    5 x 4" in text and "   50 x 4" in text
+    assert "kl - default" in text and "MDE 0." in text
+
+
+def test_question_19_gpu_hours():
+    cost = step_cost(ComputeBudget())  # the review's scenario: 32B, 512 x 24k tokens (6k decoded), 300 steps
+    assert cost.update_flops == pytest.approx(2.36e18, rel=2e-3)
+    assert cost.recompute_flops == pytest.approx(1.57e18, rel=2e-3)
+    assert cost.train_gpu_hours == pytest.approx(2.7, abs=0.05)  # 9,800 GPU-seconds at 4e14 FLOP/s
+    assert cost.decode_gpu_hours == pytest.approx(0.85, abs=0.01)  # 3.07M tokens at 1,000 tokens/s
+    assert cost.prefill_flops == pytest.approx(5.9e17, rel=5e-3) and cost.prefill_gpu_hours == pytest.approx(0.4, abs=0.01)
+    assert cost.compute_bound_gpu_hours == pytest.approx(4.0, abs=0.05)  # "about 4 GPU-hours per step"
+    assert cost.generation_gpu_hours == pytest.approx(5.0, abs=0.06)  # the fleet 25% busy
+    assert cost.step_gpu_hours == pytest.approx(7.7, abs=0.1) and cost.run_gpu_hours == pytest.approx(2300, rel=0.02)
+    with pytest.raises(ValueError, match="budget.mfu"):
+        step_cost(ComputeBudget(mfu=1.5))
+
+
+def test_plan_bad_input_is_one_line_exit_2():
+    script = str(Path(sys.executable).with_name("bugfix-rl"))
+    for args, message in ((["plan"], "give a pilot sweep"), (["plan", "test=q", "seed_sd=0.1"], "test='q'"),
+                          (["plan", "dir=/no/such/dir"], "no runs under"),
+                          (["plan", "compute=true", "budget.mfu=2"], "budget.mfu")):
+        result = subprocess.run([script, *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+# ----------------------------------------------------------------------------------------------
+# question 22 (paired SE, McNemar) and question 24 (pass@k curves)
+
+
+def test_question_22_paired_se_and_mcnemar():
+    # 500 tasks once each: A 41.0%, B 43.0%; B solves 40 that A fails, A solves 30 that B fails
+    a = torch.tensor([1] * 175 + [1] * 30 + [0] * 40 + [0] * 255)
+    b = torch.tensor([1] * 175 + [0] * 30 + [1] * 40 + [0] * 255)
+    result = mcnemar(b, a)
+    assert (result["a_only"], result["b_only"], result["diff"]) == (40, 30, pytest.approx(0.02))
+    assert result["unpaired_se"] == pytest.approx(0.031, abs=5e-4)  # "about 0.031": within noise
+    assert result["se"] == pytest.approx(math.sqrt(70 - 100 / 500) / 500) and result["se"] == pytest.approx(0.0167, abs=1e-4)
+    assert result["z"] == pytest.approx(1.2, abs=0.01)
+    assert result["p_exact"] == pytest.approx(0.28198, abs=1e-5)  # 2 P(X <= 30), X ~ Bin(70, 1/2): not significant
+    with pytest.raises(ValueError, match="same N"):
+        mcnemar(a, b[:-1])
+
+
+def test_pass_at_k_curve_by_hand():
+    # n = 4; a task with 1 success: pass@k = 1 - C(3, k) / C(4, k) = 1/4, 1/2, 3/4, 1; a solved task: 1
+    assert pass_at_k_curve(4, torch.tensor([1, 4])) == pytest.approx([0.625, 0.75, 0.875, 1.0])
+
+
+# ----------------------------------------------------------------------------------------------
+# the stop rules
+
+
+def test_validation_stall_and_spent_signal_by_hand():
+    validation = {0: {"pass_at_1": 0.1}, 10: {"pass_at_1": 0.5}, 20: {"pass_at_1": 0.5}, 30: {"pass_at_1": 0.45}}
+    assert validation_stalled(validation, patience=2)  # 20 and 30 did not beat step 10's 0.5
+    assert not validation_stalled(validation, patience=3)  # step 10 beat 0.1
+    assert not validation_stalled({**validation, 30: {"pass_at_1": 0.51}}, patience=2)
+    assert validation_stalled({**validation, 30: {"pass_at_1": 0.51}}, patience=2, min_delta=0.02)
+    assert not validation_stalled(validation, patience=0)
+    rows = [{"zero_adv_frac": v} for v in (0.2, 0.8, 0.75, 0.9)]
+    assert signal_spent(rows, window=3, threshold=0.7) and not signal_spent(rows, window=4, threshold=0.7)
+    assert not signal_spent(rows, window=3, threshold=0.8) and not signal_spent(rows, window=0, threshold=0.0)
+    stop = StopConfig(patience=2)
+    assert "no gain over step 10's pass@1 0.500 for 2 checkpoints" in stop_reason(stop, validation, rows, True)
+    assert stop_reason(stop, validation, rows, at_checkpoint=False) is None
+
+
+def test_a_stop_rule_ends_a_run_and_eval_json_records_it(tmp_path):
+    script = str(Path(sys.executable).with_name("bugfix-rl"))
+    result = subprocess.run([script, "train", "+exp=smoke", "steps=4", "preflight=false", "threads=1",
+                             "stop.zero_adv_window=1", "stop.zero_adv_threshold=0.0", f"hydra.run.dir={tmp_path}"],
+                            capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads((tmp_path / "eval.json").read_text())
+    assert out["stop"]["stopped_at"] == 1 and out["stop"]["steps_saved"] == 3
+    assert out["stop"]["rule"]["zero_adv_window"] == 1 and "training signal spent" in out["stop"]["reason"]
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 1
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step_000.safetensors", "step_001.safetensors"]
+    for name in ("base", "chosen"):  # question 24's curves, k = 1..n, in eval.json and the PNG
+        curve = out["test"][name]["pass_at_k_curve"]
+        assert len(curve) == 2 and curve == sorted(curve)
+    assert (tmp_path / "pass_at_k.png").read_bytes().startswith(b"\x89PNG")
+    assert "Stopped early at step 1 of 4" in (tmp_path / "summary.md").read_text()
+
+
+def test_stop_config_bad_values_are_one_line_errors():
+    from bugfix_rl.config import ConfigError, TrainConfig, validate
+
+    for key, value, message in (("patience", -1, "must be >= 0"), ("zero_adv_threshold", 1.5, "must lie in")):
+        cfg = TrainConfig()
+        setattr(cfg.stop, key, value)
+        with pytest.raises(ConfigError, match=message):
+            validate(cfg)
+    cfg = TrainConfig()
+    cfg.stop.patience = 2
+    with pytest.raises(ConfigError, match="eval.ckpt_every"):
+        validate(cfg)
+
+
+def test_plan_compute_prints_question_19s_lines():
+    lines = plan_lines(PlanConfig(compute=True))
+    assert "2.73 GPU-hours per step" in lines[2] and "compute-bound: 3.99 GPU-hours per step" in lines[5]
+    assert lines[-1].startswith("with the inference fleet busy 25% of the time: generation 5.05, step 7.78, run 2,335")
