@@ -191,7 +191,7 @@ def ablation_section(sweep: Path, seconds: float | None, command: str) -> list[s
     if seconds is not None:
         lines += [f"Wall-clock for the whole sweep ({len(report.runs)} runs, 2 at a time with 1 thread each on 2 cores):"
                   f" {seconds:.0f} s.", ""]
-    lines += ["### Power", ""] + power_lines(report.power) + [""]
+    lines += ["### Power", "", "```"] + power_lines(report.power) + ["```", ""]
     return lines
 
 

@@ -3,6 +3,7 @@ against hand-computed numbers and the design review's worked answers (questions 
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -275,3 +276,24 @@ def test_plan_compute_prints_question_19s_lines():
     lines = plan_lines(PlanConfig(compute=True))
     assert "2.73 GPU-hours per step" in lines[2] and "compute-bound: 3.99 GPU-hours per step" in lines[5]
     assert lines[-1].startswith("with the inference fleet busy 25% of the time: generation 5.05, step 7.78, run 2,335")
+
+
+def test_starts_compares_starting_policies(tmp_path):
+    """`bugfix-rl starts` on scratch (no RL base build needed): it never succeeds, so no group carries a
+    gradient, and its entropy is near log(vocabulary size), a uniform policy's."""
+    from bugfix_rl.config import TrainConfig
+    from bugfix_rl.policy.build import build_tokenizer_for
+
+    script = str(Path(sys.executable).with_name("bugfix-rl"))
+    result = subprocess.run([script, "starts", "starts.policies=[scratch]", "starts.n=8", "starts.group_size=2",
+                             "threads=1", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=600,
+                            cwd=ROOT, env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    row = next(line for line in result.stdout.splitlines() if line.startswith("│ scratch"))
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert cells[1].startswith("0.000") and cells[3] == "0.00" and cells[5] == "0.00"
+    vocab = len(build_tokenizer_for(TrainConfig()).words)
+    assert 0.8 * math.log(vocab) < float(cells[4]) <= math.log(vocab) + 1e-6
+    bad = subprocess.run([script, "starts", "starts.policies=[nope]", f"hydra.run.dir={tmp_path}"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert bad.returncode == 2 and "neither rl_base, sft, scratch nor a checkpoint file" in bad.stderr
