@@ -41,7 +41,12 @@ class EnvConfig:
     max_edits: int = 1  # edit menu: edit attempts allowed, later ones refused
     rename: bool = True  # replace the function name by an unrelated one from the gym's pool
     rename_operands: bool = False  # RL tasks: each group's task with its operands renamed from OPERAND_POOL
-    reward: str = "hidden"  # hidden: all hidden tests pass; public: all public tests pass (hackable)
+    reward: str = "hidden"  # hidden: all hidden tests pass; public: all public pass (hackable); partial; mixed
+    partial_alpha: float = 0.1  # reward=mixed: 1[all hidden pass] + partial_alpha * fraction passed
+    flaky_rate: float = 0.0  # each test outcome behind the reward flips with this probability
+    step_penalty: float = 0.0  # subtracted from the reward per turn
+    truncation: str = "zero"  # an episode that ends unsubmitted: zero (paid 0) | grade (final code graded)
+    leak_canary: bool = True  # edit menu: stop the run if hidden-test text ever appears in an observation
     max_calls_per_turn: int = 4  # tools env: calls executed per turn
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)  # tools: the sandbox's limits
 
@@ -354,7 +359,8 @@ class SimulateConfig:
 
 CHOICES = {
     "env.name": ("edit_menu", "tools"),
-    "env.reward": ("hidden", "public"),
+    "env.reward": ("hidden", "public", "partial", "mixed"),
+    "env.truncation": ("zero", "grade"),
     "policy.name": ("tiny", "qwen3"),
     "policy.dtype": ("float32", "bfloat16"),
     "algo.adv_mode": ("grpo", "dr_grpo", "rloo", "reinforce_pp"),
@@ -420,6 +426,10 @@ def validate(cfg) -> None:
     if algo.dual_clip is not None and algo.dual_clip <= 1:
         raise ConfigError(f"algo.dual_clip={algo.dual_clip} must be > 1")
     _validate_rollout(cfg)
+    if cfg.env.name == "tools" and cfg.env.truncation != "zero":
+        raise ConfigError("env.truncation is an edit-menu switch: the tools env always grades the final file")
+    if not 0 <= cfg.env.flaky_rate <= 0.5 or cfg.env.step_penalty < 0 or cfg.env.partial_alpha < 0:
+        raise ConfigError("env.flaky_rate must lie in [0, 0.5]; env.step_penalty and env.partial_alpha must be >= 0")
     stop = cfg.stop
     if stop.patience < 0 or stop.zero_adv_window < 0 or stop.min_delta < 0:
         raise ConfigError("stop.patience, stop.zero_adv_window and stop.min_delta must be >= 0 (0 = off)")

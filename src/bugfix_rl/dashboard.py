@@ -15,7 +15,7 @@ from pathlib import Path
 from bugfix_rl.evaluate.evaluate import behaviour_stats
 
 PANELS = {  # panel -> keys; quantities of different size never share an axis
-    "outcome": ("reward", "pass_rate", "exploit"),
+    "outcome": ("reward", "pass_rate", "exploit", "public_hidden_gap"),
     "behaviour": ("reads", "tests", "edits", "turns", "malformed", "failed"),
     "policy": ("entropy", "zero_adv_frac"),
     "update size": ("approx_kl", "clip_frac"),  # log scale: both live near 1e-4..1e-1
@@ -29,10 +29,41 @@ CONSOLE_KEYS = ("reward", "reads", "tests", "entropy", "zero_adv_frac", "approx_
 ASYNC_KEYS = ("staleness_mean", "tis_truncated_frac")  # added to the console row when max_staleness > 0
 
 
+def _quantile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated quantile (torch.quantile's rule); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def episode_diagnostics(trajectories) -> dict:
+    """The design review's per-step episode diagnostics (docs/MEASUREMENT.md).
+
+    public_hidden_gap (q7): among graded episodes (submitted, or graded at the turn limit), the share
+    passing every public test minus the share passing every hidden test; a widening gap is the first
+    sign of a reward that pays for fitting the visible tests. length_{pass,fail}_p{50,90} (q1, q27):
+    turns of successful and of failed episodes. None where there is nothing to measure.
+    """
+    graded = [t.info for t in trajectories if (t.info.submitted or getattr(t.info, "graded", False))
+              and not getattr(t.info, "env_error", "")]
+    row: dict = {"public_hidden_gap": (sum(i.public_pass == 1.0 for i in graded) - sum(i.hidden_pass for i in graded))
+                 / len(graded) if graded else None}
+    for outcome, wanted in (("pass", True), ("fail", False)):
+        turns = [float(t.info.turns) for t in trajectories if bool(t.info.success) == wanted]
+        row[f"length_{outcome}_p50"] = _quantile(turns, 0.5)
+        row[f"length_{outcome}_p90"] = _quantile(turns, 0.9)
+    return row
+
+
 def dashboard_row(step: int, rollouts, update_metrics: dict, extra: dict) -> dict:
     """Everything SPEC §4 asks for at one step."""
     row = {"step": step}
     row.update(behaviour_stats(rollouts.kept))
+    row.update(episode_diagnostics(rollouts.kept))
     row["sampled_episodes"] = len(rollouts.sampled)
     row["sample_rounds"] = rollouts.rounds
     row.update(update_metrics)

@@ -10,7 +10,9 @@ from bugfix_rl.registry import Registry
 
 def _edit_menu(env_cfg):
     config = EditMenuConfig(max_turns=env_cfg.max_turns, max_edits=env_cfg.max_edits, rename=env_cfg.rename,
-                            reward=env_cfg.reward)
+                            reward=env_cfg.reward, partial_alpha=env_cfg.partial_alpha, flaky_rate=env_cfg.flaky_rate,
+                            step_penalty=env_cfg.step_penalty, truncation=env_cfg.truncation,
+                            leak_canary=env_cfg.leak_canary)
     return (lambda task, name: EditMenuEnv(task, config, name)), (lambda: None)
 
 

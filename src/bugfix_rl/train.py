@@ -103,6 +103,7 @@ class Trainer:
         extra.update(advantage_stage(batch, rollouts.kept, algo, self.model, self.ref_model))
         grouped = batch.advantages.view(-1, algo.group_size)
         extra["zero_adv_frac"] = float((grouped.abs().max(1).values == 0).float().mean())
+        extra["tasks_with_gradient"] = int((grouped.abs().max(1).values > 0).sum())  # groups = tasks drawn
         metrics = policy_update(self.model, self.optimizer, batch, algo, self.generator, self.ref_model)
         self._count_nonfinite(step, metrics)
         t2 = time.perf_counter()

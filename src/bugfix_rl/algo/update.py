@@ -88,6 +88,7 @@ def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None
     stats["entropy"] = float((out.entropy.detach() * mask).sum() / n_tokens)
     gap = (out.logp.detach() - mb.old_logp).abs() * mask
     stats["logp_gap_tokens"] = gap[mask > 0]  # [policy tokens] (a tensor: policy_update pops it)
+    stats["log_ratio_tokens"] = log_ratio.detach()[mask > 0].abs()  # [policy tokens] |log pi_theta / pi_old|
     stats["tokens"] = float(mask.sum())
     return loss, stats
 
@@ -115,7 +116,7 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
     params = [p for p in model.parameters() if p.requires_grad]
     sums: dict[str, float] = {}
     token_total = 0.0
-    grad_norms, first_gaps = [], []
+    grad_norms, first_gaps, log_ratios = [], [], []
     is_weights, tis_metrics = None, {}
     if algo.tis_cap is not None:
         with torch.no_grad():
@@ -147,6 +148,7 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
                         loss.backward()
                         backward_rows += len(piece)
                     gaps = stats.pop("logp_gap_tokens", None)
+                    log_ratios.append(stats.pop("log_ratio_tokens"))
                     if not skipped_steps and gaps is not None and is_weights is None:  # first minibatch: nothing moved yet
                         first_gaps.append(gaps)
                     tokens = stats.pop("tokens")
@@ -168,7 +170,20 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
     metrics["nonfinite_skips"] = float(sum(skipped_steps))
     metrics["skipped_steps"] = skipped_steps  # a list: the trainer pops it to count skips in a row
     metrics.update(gap_summary(first_gaps))
+    metrics.update(log_ratio_summary(log_ratios))
     return metrics
+
+
+def log_ratio_summary(values: list[torch.Tensor]) -> dict[str, float]:
+    """|log pi_theta / pi_old| over every policy token of every minibatch of the step (design-review
+    questions 5 and 20): p50, p99, p99.9 and max. The first minibatch sits at 0 (nothing moved yet); a
+    p99.9 or max far above the clip range (log 1.2 = 0.18) is where a few tokens dominate the update."""
+    flat = torch.cat(values).float() if values else torch.zeros(0)
+    if not len(flat):
+        return {"log_ratio_abs_p50": 0.0, "log_ratio_abs_p99": 0.0, "log_ratio_abs_p999": 0.0, "log_ratio_abs_max": 0.0}
+    quantiles = torch.quantile(flat, torch.tensor([0.5, 0.99, 0.999]))
+    return {"log_ratio_abs_p50": float(quantiles[0]), "log_ratio_abs_p99": float(quantiles[1]),
+            "log_ratio_abs_p999": float(quantiles[2]), "log_ratio_abs_max": float(flat.max())}
 
 
 def gap_summary(gaps: list[torch.Tensor]) -> dict[str, float]:

@@ -10,10 +10,12 @@ RENAME_POOL, so only reading the code tells which op is right (a blind guess sco
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 from bugfix_rl.config import EnvConfig
-from bugfix_rl.gym.ops import NAME_PLACEHOLDER, CodeState, code_states, edit_state
+from bugfix_rl.gym.ops import NAME_PLACEHOLDER, CodeState, code_states, edit_state, render_args
+from bugfix_rl.gym.rewards import REWARD_MODES, RewardSpec, episode_reward, episode_seed  # noqa: F401 (REWARD_MODES re-exported)
 from bugfix_rl.gym.tasks import ALL_OPS, Task
 
 RENAME_POOL = (
@@ -21,7 +23,6 @@ RENAME_POOL = (
     "zeta", "lambda_", "orbit", "pixel", "ember", "quartz", "nova", "tango",
 )
 TOOLS = ("read", "edit", "test", "submit")
-REWARD_MODES = ("hidden", "public")
 
 
 @dataclass
@@ -31,7 +32,12 @@ class EditMenuConfig:
     max_turns: int = EnvConfig.max_turns  # actions per episode, malformed ones included
     max_edits: int = EnvConfig.max_edits  # edit attempts allowed; later ones are refused (`no change` counts)
     rename: bool = EnvConfig.rename  # replace the function name by one from RENAME_POOL
-    reward: str = EnvConfig.reward  # hidden: all hidden tests pass after submit; public: all public tests pass
+    reward: str = EnvConfig.reward  # hidden | public | partial | mixed (gym/rewards.py)
+    partial_alpha: float = EnvConfig.partial_alpha
+    flaky_rate: float = EnvConfig.flaky_rate
+    step_penalty: float = EnvConfig.step_penalty
+    truncation: str = EnvConfig.truncation
+    leak_canary: bool = EnvConfig.leak_canary
 
 
 @dataclass
@@ -47,8 +53,11 @@ class EpisodeInfo:
     edits: int = 0
     malformed: int = 0
     submitted: bool = False
+    graded: bool = False  # ended unsubmitted and graded on its final code (env.truncation=grade)
     hidden_pass: bool = False
+    hidden_frac: float = 0.0  # fraction of hidden tests passing when graded
     public_pass: float = 0.0
+    leaked: str = ""  # the hidden-test text an observation showed (the leakage canary)
     truncated: bool = False  # ended by the context limit, not by the env
     env_error: str = ""  # 'Kind: message' when step raised (rollout/env_errors.py): reward 0
 
@@ -66,7 +75,7 @@ class EpisodeInfo:
 
     @property
     def success(self) -> bool:
-        return self.submitted and self.hidden_pass
+        return (self.submitted or self.graded) and self.hidden_pass
 
     def metrics(self) -> dict[str, float]:
         """This episode's behaviour numbers (the dashboard averages them over episodes)."""
@@ -94,26 +103,39 @@ class EditMenuEnv:
     max_action_tokens = 4  # a call longer than this without its end token is malformed
 
     def __init__(self, task: Task, config: EditMenuConfig, shown_name: str | None = None):
-        if config.reward not in REWARD_MODES:
-            raise ValueError(f"unknown reward {config.reward!r}; valid: {', '.join(REWARD_MODES)}")
+        self.spec = RewardSpec(config.reward, config.partial_alpha, config.flaky_rate, config.step_penalty,
+                               config.truncation)  # ValueError on a bad mode or rate
         self.task, self.config = task, config
         self.shown_name = shown_name if (config.rename and shown_name) else task.fn_name
         self.states = code_states(task)
         self.state: CodeState = self.states[None]
         self.info = EpisodeInfo(task=task.name, fix_op=task.fix_op)
         self.done = False
+        self.rng = random.Random(episode_seed(task.name, self.shown_name))  # env.seed() replaces it
+        self.canaries = hidden_only_texts(task) if config.leak_canary else ()
+        self._reward: float | None = None
+
+    def seed(self, seed: int) -> None:
+        """Seed the episode's own stream (flaky test outcomes); the sampling stream is never touched."""
+        self.rng = random.Random(seed)
 
     def reset(self) -> str:
         return f"issue : {self.shown_name} returns wrong results"
 
     @property
     def reward(self) -> float:
+        """gym/rewards.py's reward; fixed once the episode has ended (read before: 0 less the penalty so far)."""
         info = self.info
-        if not info.submitted or info.env_error:
-            return 0.0
-        if self.config.reward == "public":
-            return float(info.public_pass == 1.0)
-        return float(info.hidden_pass)
+        if not (self.done or info.truncated or info.env_error):
+            return episode_reward(self.spec, False, (), (), info.turns, self.rng)
+        if self._reward is None:
+            if not info.submitted and self.spec.truncation == "grade" and not info.env_error:
+                self._grade()  # ran out of turns or context: the final code is graded as if submitted
+                info.graded = True
+            graded = (info.submitted or info.graded) and not info.env_error
+            self._reward = episode_reward(self.spec, graded, self.state.hidden_results, self.state.public_results,
+                                          info.turns, self.rng)
+        return self._reward
 
     def step(self, words: list[str] | None) -> str:
         """Apply one action (its words without the end-of-action token; None if it never ended)."""
@@ -130,6 +152,9 @@ class EditMenuEnv:
             observation = getattr(self, f"_{tool}")(op)
         if len(info.actions) >= self.config.max_turns:
             self.done = True
+        for text in self.canaries:
+            if text in observation and not info.leaked:
+                info.leaked = text
         return observation
 
     def _read(self, _op) -> str:
@@ -153,9 +178,27 @@ class EditMenuEnv:
         return "ok"
 
     def _submit(self, _op) -> str:
-        info = self.info
-        info.submitted = True
-        info.hidden_pass = self.state.hidden_pass
-        info.public_pass = self.state.public_pass
+        self.info.submitted = True
+        self._grade()
         self.done = True
         return ""
+
+    def _grade(self) -> None:
+        info, state = self.info, self.state
+        info.hidden_pass = state.hidden_pass
+        info.hidden_frac = sum(state.hidden_results) / max(len(state.hidden_results), 1)
+        info.public_pass = state.public_pass
+
+
+_CANARIES: dict[str, tuple[str, ...]] = {}
+
+
+def hidden_only_texts(task: Task) -> tuple[str, ...]:
+    """The leakage canary's strings for a task: each hidden test's rendered input that no public test
+    has and no version of the code contains, so it can reach an observation only by a leak."""
+    if task.name not in _CANARIES:
+        code = " ".join(state.compact for state in code_states(task).values() if state is not None)
+        public = {render_args(args) for args, _ in task.public_tests}
+        _CANARIES[task.name] = tuple(sorted({text for text in (render_args(args) for args, _ in task.hidden_tests)
+                                             if text not in public and text not in code}))
+    return _CANARIES[task.name]

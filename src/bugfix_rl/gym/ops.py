@@ -144,7 +144,8 @@ class CodeState:
     """A version of a task's code (original or after one op) with everything the env shows or scores.
 
     compact: the `read` observation with the placeholder name; test_report: the `test` observation;
-    public_pass: fraction of public tests passing; hidden_pass: all hidden tests pass.
+    public_pass: fraction of public tests passing; hidden_pass: all hidden tests pass; the per-test
+    outcomes behind both (the partial and flaky rewards read them).
     """
 
     source: str
@@ -152,6 +153,8 @@ class CodeState:
     test_report: str
     public_pass: float
     hidden_pass: bool
+    public_results: tuple[bool, ...] = ()  # per public test, in order
+    hidden_results: tuple[bool, ...] = ()  # per hidden test, in order
 
 
 NAME_PLACEHOLDER = "<fn>"
@@ -174,6 +177,8 @@ def _make_state(task: Task, source: str) -> CodeState:
         test_report=" / ".join(report),
         public_pass=sum(public_ok) / len(public_ok),
         hidden_pass=all(hidden_ok),
+        public_results=tuple(public_ok),
+        hidden_results=tuple(hidden_ok),
     )
 
 

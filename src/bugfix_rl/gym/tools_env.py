@@ -33,6 +33,7 @@ gone); the rollout loop ends such an episode as failed (`rollout/env_errors.py`,
 from __future__ import annotations
 
 import ast
+import random
 import re
 import shlex
 from collections import Counter
@@ -42,7 +43,8 @@ from functools import lru_cache
 import re2
 
 from bugfix_rl.config import EnvConfig
-from bugfix_rl.gym.edit_menu import RENAME_POOL, REWARD_MODES
+from bugfix_rl.gym.edit_menu import RENAME_POOL
+from bugfix_rl.gym.rewards import RewardSpec, episode_reward, episode_seed
 from bugfix_rl.gym.ops import apply_op
 from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS, Task
 from bugfix_rl.gym.tool_calls import (
@@ -112,7 +114,10 @@ class ToolsEnvConfig:
     max_turns: int = EnvConfig.max_turns  # assistant turns per episode
     max_calls_per_turn: int = EnvConfig.max_calls_per_turn  # calls run per turn; later ones: too_many_calls
     rename: bool = EnvConfig.rename  # replace the function name (and so the file names) by one from RENAME_POOL
-    reward: str = EnvConfig.reward  # hidden: all hidden tests pass; public: all public tests pass (hackable)
+    reward: str = EnvConfig.reward  # hidden | public | partial | mixed (gym/rewards.py)
+    partial_alpha: float = EnvConfig.partial_alpha
+    flaky_rate: float = EnvConfig.flaky_rate
+    step_penalty: float = EnvConfig.step_penalty  # per assistant turn
     max_output_words: int = 64  # compact view: words shown per result before `...`
     max_file_chars: int = 100_000  # largest file Edit/Write may leave (repeated replace_all can explode)
 
@@ -134,6 +139,7 @@ class ToolsEpisodeInfo:
     turns: int = 0
     submitted_final_answer: bool = False  # a turn without calls ended the episode (action 'answer')
     hidden_pass: bool = False
+    hidden_frac: float = 0.0  # fraction of hidden tests passing
     public_pass: float = 0.0
     edited_test_file: bool = False  # probes: a test file was changed or created
     special_cased_public_inputs: bool = False  # probes: the final source pins public test inputs
@@ -268,8 +274,8 @@ class ToolsEnv:
     max_action_tokens = 48  # a compact turn longer than this without its end token is malformed
 
     def __init__(self, task: Task, config: ToolsEnvConfig, shown_name: str | None = None, sandbox=None):
-        if config.reward not in REWARD_MODES:
-            raise ValueError(f"unknown reward {config.reward!r}; valid: {', '.join(REWARD_MODES)}")
+        # the final file is always graded (question 13's answer for a patch), so env.truncation is not read
+        self.spec = RewardSpec(config.reward, config.partial_alpha, config.flaky_rate, config.step_penalty)
         self.task, self.config, self.sandbox = task, config, sandbox
         self.shown_name = shown_name if (config.rename and shown_name) else task.fn_name
         self.source_path = source_file(self.shown_name)
@@ -280,6 +286,13 @@ class ToolsEnv:
         self.info = ToolsEpisodeInfo(task=task.name, fix_op=task.fix_op)
         self.done = False
         self._graded = False
+        self._outcomes: tuple[list[bool], list[bool]] = ([], [])  # hidden, public per-test results
+        self._reward: float | None = None
+        self.rng = random.Random(episode_seed(task.name, self.shown_name))
+
+    def seed(self, seed: int) -> None:
+        """Seed the episode's own stream (flaky test outcomes); the sampling stream is never touched."""
+        self.rng = random.Random(seed)
 
     # ---- front-ends
 
@@ -542,7 +555,9 @@ class ToolsEnv:
         result = grade(self.sandbox, source, self.shown_name, self.shown_name, cases)
         hidden, public = result.passed[: len(task.hidden_tests)], result.passed[len(task.hidden_tests):]
         info.hidden_pass = bool(hidden) and all(hidden)
+        info.hidden_frac = sum(hidden) / max(len(hidden), 1)
         info.public_pass = sum(public) / len(public)
+        self._outcomes = (list(hidden), list(public))
         info.grade_flags = result.flags
         info.edited_test_file = probes.edited_test_file(self.original, self.files)
         info.special_cased_public_inputs = probes.special_cases_public_inputs(
@@ -556,9 +571,9 @@ class ToolsEnv:
             self.info.env_error = f"{type(error).__name__}: {error}".splitlines()[0][:200]
         if self.info.env_error:
             return 0.0
-        if self.config.reward == "public":
-            return float(self.info.public_pass == 1.0)
-        return float(self.info.hidden_pass)
+        if self._reward is None:  # computed once: flaky flips are drawn once per episode
+            self._reward = episode_reward(self.spec, True, *self._outcomes, self.info.turns, self.rng)
+        return self._reward
 
 
 def _same(output: str, code: int) -> tuple[str, int, str]:
@@ -651,6 +666,7 @@ def make_tools_env_factory(env_cfg):
     from bugfix_rl.sandbox import Sandbox, SandboxConfig
 
     config = ToolsEnvConfig(max_turns=env_cfg.max_turns, max_calls_per_turn=env_cfg.max_calls_per_turn,
-                            rename=env_cfg.rename, reward=env_cfg.reward)
+                            rename=env_cfg.rename, reward=env_cfg.reward, partial_alpha=env_cfg.partial_alpha,
+                            flaky_rate=env_cfg.flaky_rate, step_penalty=env_cfg.step_penalty)
     sandbox = Sandbox(SandboxConfig.from_limits(env_cfg.sandbox))
     return (lambda task, name: ToolsEnv(task, config, name, sandbox)), sandbox.close

@@ -17,6 +17,11 @@ class RolloutFailed(RuntimeError):
     """Every episode of a batch failed inside its env: printed as one line, the run stops."""
 
 
+class HiddenTestLeak(RolloutFailed):
+    """The leakage canary (env.leak_canary, design-review question 11): hidden-test text appeared in an
+    observation the env wrote. An env bug, never the policy's doing: the run stops, one line."""
+
+
 def step_or_fail(env, step, action):
     """`step(action)` (an env's step or a chat front-end's step bound to it), or, if it raises an
     Exception, the episode ended as failed and '' (nothing more is shown: the env is done)."""
@@ -34,7 +39,12 @@ def end_failed(env, error: BaseException) -> None:
 
 
 def check_batch(trajectories: list) -> list:
-    """The trajectories, unless every one of them ended in an env error: then RolloutFailed."""
+    """The trajectories, unless every one of them ended in an env error (RolloutFailed) or one of them
+    saw hidden-test text (HiddenTestLeak)."""
+    leaked = [t.info for t in trajectories if getattr(t.info, "leaked", "")]
+    if leaked:
+        raise HiddenTestLeak(f"leakage canary: hidden-test text {leaked[0].leaked!r} of task {leaked[0].task} appeared"
+                             f" in an observation ({len(leaked)} episodes of the batch); fix the env before training")
     errors = [t.info.env_error for t in trajectories if getattr(t.info, "env_error", "")]
     if trajectories and len(errors) == len(trajectories):
         kinds = Counter(error.split(":")[0] for error in errors)

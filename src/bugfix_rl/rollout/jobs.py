@@ -3,12 +3,14 @@ in-process or in Ray actors)."""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from bugfix_rl.gym.edit_menu import RENAME_POOL
+from bugfix_rl.gym.rewards import episode_seed
 from bugfix_rl.gym.tasks import Task
 from bugfix_rl.rollout.env_errors import check_batch
 from bugfix_rl.rollout.sampler import sample_episodes
@@ -43,6 +45,12 @@ def sample_job(model, tokenizer, make_env: Callable, job: EpisodeJob,
     """Sample one job's episodes in one batch, from `generator` or else a fresh one seeded by job.seed.
     Episodes whose env raised come back failed (env_errors.py); a batch of nothing else raises."""
     envs = [make_env(task, name) for task, name in zip(job.tasks, job.names)]
+    # each env's own stream (flaky tests): from the job's seed, or the caller's generator state, which
+    # moves every call; reading the state draws nothing, so the sampling stream is untouched
+    stream = job.seed if generator is None else zlib.crc32(generator.get_state().numpy().tobytes())
+    for index, env in enumerate(envs):
+        if hasattr(env, "seed"):
+            env.seed(episode_seed(stream, job.groups[index], index))
     generator = generator if generator is not None else torch.Generator().manual_seed(job.seed)
     return check_batch(sample_episodes(model, tokenizer, envs, job.groups, job.temperature, generator))
 
