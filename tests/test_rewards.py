@@ -176,6 +176,6 @@ def test_episode_diagnostics_and_log_ratio_summary_by_hand():
     assert (row["length_pass_p50"], row["length_pass_p90"]) == (3.0, 3.0)
     assert row["length_fail_p50"] == 4.0 and row["length_fail_p90"] == pytest.approx(4 + 0.8 * 2)  # [2, 4, 6]: position 1.8
     assert episode_diagnostics([])["public_hidden_gap"] is None
-    summary = log_ratio_summary([torch.zeros(3), torch.tensor([-0.5, 0.1])])
+    summary = log_ratio_summary([torch.zeros(3), torch.tensor([0.5, 0.1])])  # |log r| per token
     assert summary["log_ratio_abs_max"] == 0.5 and summary["log_ratio_abs_p50"] == 0.0
     assert summary["log_ratio_abs_p99"] == pytest.approx(0.1 + 0.96 * 0.4)  # position 3.96 of [0,0,0,.1,.5]
