@@ -20,7 +20,8 @@ import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch 
 import torch
 
 from bugfix_rl.config import StopConfig, TrainConfig
-from bugfix_rl.envs import make_env_factory
+from bugfix_rl.envs import make_env_factory, oracle_for
+from bugfix_rl.evaluate.episodes import failure_analysis, failure_lines
 from bugfix_rl.evaluate.ablation import (build_report, forest_rows, power_lines, table_cells, table_header,
                                          verdicts)
 from bugfix_rl.evaluate.evaluate import action_sequences, behaviour_stats, per_task_table, sample_trajectories, success_counts
@@ -141,6 +142,13 @@ def behaviour_section(run: Path, seed: int = 5, n: int = 32) -> list[str]:
             what = "no edit at all" if op == "none" else f"`{op}`"
             confusions.append(f"`{row['task']}` gets {what} ({c} of {row['episodes']}) instead of `{row['correct_op']}`")
     lines += ["", "Confusions (held-out tasks below 0.5): " + ("; ".join(confusions) if confusions else "none") + ".", ""]
+    make_env, close = make_env_factory(cfg.env)
+    weak = failure_analysis(trajectories, tasks, n, tokenizer, make_env, oracle_for(cfg.env))
+    close()
+    lines += ["### Failure analysis of the weak tasks (§19.6)", "",
+              "`bugfix-rl eval ckpt=<chosen checkpoint> split=heldout n=32 seed=5 explain=true` prints the same: each"
+              " held-out task below 0.5, its failing episodes' first edits and endings against the oracle's keyword"
+              " rule and episode, and two decoded failing episodes.", ""] + failure_lines(weak)
     return lines
 
 
@@ -253,7 +261,11 @@ def main() -> None:
     lines += reproducibility_section()
     lines += starts_section()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n")
+    kept = ""  # section 6 (scripts/switches.sh) is written by its own script: carried over as it is
+    if args.out.is_file() and "<!-- switches:begin -->" in args.out.read_text():
+        old = args.out.read_text()
+        kept = "\n" + old[old.index("<!-- switches:begin -->"):old.index("<!-- switches:end -->")] + "<!-- switches:end -->\n"
+    args.out.write_text("\n".join(lines) + "\n" + kept)
     print(f"wrote {args.out} in {time.time() - start:.0f} s")
 
 

@@ -10,6 +10,7 @@ stamp=$(date +%Y-%m-%d_%H-%M-%S)
 
 capstone=outputs/reproduce/$stamp/capstone
 $BIN/bugfix-rl train +exp=capstone seed=0 logger.console=false hydra.run.dir=$capstone
+if command -v chromium >/dev/null; then bash scripts/viewer_screenshot.sh "$capstone"; fi
 
 ablation=outputs/reproduce/$stamp/ablation
 start=$($BIN/python -c "import time; print(time.time())")

@@ -123,7 +123,8 @@ def eval_command(cfg) -> dict:
 
     torch.set_num_threads(cfg.threads)
     try:
-        result = run_eval(cfg.ckpt, cfg.split, cfg.n, cfg.seed, cfg.top, cfg.compare)
+        result = run_eval(cfg.ckpt, cfg.split, cfg.n, cfg.seed, cfg.top, cfg.compare,
+                          cfg.explain_below if cfg.explain else None)
     except ValueError as err:
         raise UserError(str(err)) from None
     print_eval(result, Console(highlight=False))

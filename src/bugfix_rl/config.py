@@ -291,6 +291,8 @@ class EvalCommandConfig:
     threads: int = 2
     top: int = 5  # most common action sequences shown
     out: Optional[str] = None  # also write the results as JSON to this file
+    explain: bool = False  # failure analysis of the weak tasks (below explain_below): decoded failing episodes
+    explain_below: float = 0.5
 
 
 @dataclass

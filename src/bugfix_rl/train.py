@@ -23,7 +23,8 @@ from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, load_optimiz
                                   optimizer_tensors, save_checkpoint)
 from bugfix_rl.dashboard import JsonlLogger, WandbLogger, dashboard_row, plot_dashboard
 from bugfix_rl.envs import make_env_factory
-from bugfix_rl.evaluate.evaluate import behaviour_stats, sample_counts, sample_trajectories, success_counts
+from bugfix_rl.evaluate.episodes import transcript
+from bugfix_rl.evaluate.evaluate import behaviour_stats, sample_trajectories, success_counts
 from bugfix_rl.evaluate.plots import plot_pass_at_k
 from bugfix_rl.evaluate.stats import paired_summary, pass_at_k_curve, pass_rate_summary
 from bugfix_rl.gym.tasks import make_tasks
@@ -33,6 +34,7 @@ from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_step_tasks
 from bugfix_rl.rollout.pool import make_pool
 from bugfix_rl.rollout.trajectory import collate
 from bugfix_rl.stopping import stop_reason
+from bugfix_rl.viewer import pick_episodes, write_run_page
 
 
 @dataclass
@@ -161,20 +163,26 @@ def cold_start(cfg, model, tokenizer, make_env) -> list[float]:
                              on_step=lambda loss: advance(f"loss {loss:.3f}"))
 
 
-def evaluate_split(model, tokenizer, make_env, split: str, n: int, seed: int, temperature: float) -> dict:
+def evaluate_split(model, tokenizer, make_env, split: str, n: int, seed: int, temperature: float,
+                   episodes: list | None = None) -> dict:
+    """pass@1 with its interval on a split; the sampled trajectories are appended to `episodes` if given."""
     tasks = make_tasks(split)
-    counts = sample_counts(model, tokenizer, tasks, n, make_env, temperature, seed)
-    summary = pass_rate_summary(counts, n)
+    trajectories = sample_trajectories(model, tokenizer, tasks, n, make_env, temperature, seed)
+    if episodes is not None:
+        episodes.extend(trajectories)
+    summary = pass_rate_summary(success_counts(trajectories, len(tasks)), n)
     summary["tasks_names"] = [t.name for t in tasks]
     return summary
 
 
 def evaluate_with_transcripts(model, tokenizer, make_env, split: str, n: int, seed: int, temperature: float,
-                              transcript_path: Path) -> dict:
+                              transcript_path: Path, episodes: list | None = None) -> dict:
     """evaluate_split plus per-episode behaviour means (`behaviour`: the tool table's numbers) and one
     decoded transcript per task (its first episode) written to `transcript_path`."""
     tasks = make_tasks(split)
     trajectories = sample_trajectories(model, tokenizer, tasks, n, make_env, temperature, seed)
+    if episodes is not None:
+        episodes.extend(trajectories)
     summary = pass_rate_summary(success_counts(trajectories, len(tasks)), n)
     summary["tasks_names"] = [t.name for t in tasks]
     summary["behaviour"] = behaviour_stats(trajectories)
@@ -182,21 +190,6 @@ def evaluate_with_transcripts(model, tokenizer, make_env, split: str, n: int, se
     transcript_path.write_text("".join(transcript(task.name, trajectories[i * n], tokenizer)
                                        for i, task in enumerate(tasks)))
     return summary
-
-
-def transcript(task_name: str, trajectory, tokenizer) -> str:
-    """One episode as text: the task, the reward, then each policy turn and observation on its own line."""
-    lines = [f"## {task_name}  reward {trajectory.reward:.0f}  actions {' -> '.join(trajectory.info.actions)}"]
-    run, is_policy = [], None
-    for token, policy in zip(trajectory.ids[1:], trajectory.policy_mask[1:]):
-        if policy != is_policy and run:
-            lines.append(("agent: " if is_policy else "env:   ") + tokenizer.decode(run))
-            run = []
-        run.append(token)
-        is_policy = policy
-    if run:
-        lines.append(("agent: " if is_policy else "env:   ") + tokenizer.decode(run))
-    return "\n".join(lines) + "\n\n"
 
 
 def checkpoint_meta(cfg, step: int, tokenizer) -> dict:
@@ -385,18 +378,22 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
     if evaluations:
         with progress.phase("final evaluation: " + ", ".join(evaluations), done="final evaluation done"), \
                 progress.stage("policies evaluated", 2 * len(evaluations)) as advance:
-            result = _final_evaluations(cfg, run_dir, state, base, tokenizer, make_env, advance)
+            result, episodes = _final_evaluations(cfg, run_dir, state, base, tokenizer, make_env, advance)
     else:
-        result = _final_evaluations(cfg, run_dir, state, base, tokenizer, make_env, lambda status="": None)
+        result, episodes = _final_evaluations(cfg, run_dir, state, base, tokenizer, make_env,
+                                              lambda status="": None)
     (run_dir / "eval.json").write_text(json.dumps(result, indent=1))
     plot_dashboard(state.rows, run_dir / "dashboard.png", title=f"{cfg.experiment} / {cfg.arm} / seed {cfg.seed}",
                    validation=state.validation)
     write_summary(run_dir, result, state.rows)
+    write_run_page(run_dir, result, episodes, tokenizer)
     return result
 
 
-def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env, advance) -> dict:
-    """finish_run's result dict; advance(name) after each policy evaluated."""
+def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env, advance) -> tuple[dict, dict]:
+    """finish_run's result dict, and the viewer's episodes (label -> viewer.pick_episodes output) of the
+    test evaluation (else the held-out one); advance(name) after each policy evaluated."""
+    episodes: dict[str, list] = {}
 
     val_score = {s: v["pass_at_1"] for s, v in state.validation.items()}
     chosen_step = max(val_score, key=lambda s: (val_score[s], -s))  # best validation; ties -> earliest
@@ -419,8 +416,11 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
     if cfg.eval.test:
         test = {}
         for name, policy in (("base", base), ("chosen", chosen)):
+            sampled: list = []
             test[name] = evaluate_split(policy, tokenizer, make_env, "test", cfg.eval.n_test, cfg.eval.test_seed,
-                                        temperature)
+                                        temperature, sampled)
+            episodes[f"test, {name} ({'RL base' if name == 'base' else 'step ' + str(chosen_step)})"] = pick_episodes(
+                sampled, test[name]["tasks_names"], cfg.eval.n_test)
             advance(f"test {name}")
         n = cfg.eval.n_test
         test["paired_diff"] = paired_summary(test["chosen"]["per_task"], test["base"]["per_task"], n)
@@ -434,16 +434,23 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
         final_policy = build_policy(cfg.policy, tokenizer, init=str(final))
         seed = cfg.eval.heldout_seed_offset + cfg.seed
         transcripts = run_dir / "transcripts"
+        final_sampled, base_sampled = [], []
         result["heldout"] = evaluate_with_transcripts(final_policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
-                                                      seed, temperature, transcripts / "heldout_final.txt")
+                                                      seed, temperature, transcripts / "heldout_final.txt", final_sampled)
         advance("held-out final")
         # the run's starting policy on the same tasks and stream: before vs after, paired over tasks
         result["heldout_base"] = evaluate_with_transcripts(base, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
-                                                           seed, temperature, transcripts / "heldout_base.txt")
+                                                           seed, temperature, transcripts / "heldout_base.txt",
+                                                           base_sampled)
         advance("held-out base")
         result["heldout_paired_diff"] = paired_summary(result["heldout"]["per_task"],
                                                        result["heldout_base"]["per_task"], cfg.eval.heldout_n)
-    return result
+        if not episodes:  # the viewer shows the test episodes when there are any
+            names = result["heldout"]["tasks_names"]
+            episodes["held-out, RL base"] = pick_episodes(base_sampled, names, cfg.eval.heldout_n)
+            episodes[f"held-out, final (step {max(state.checkpoints)})"] = pick_episodes(final_sampled, names,
+                                                                                         cfg.eval.heldout_n)
+    return result, episodes
 
 
 def _late_mean(rows: list[dict], key: str, window: int = 5) -> float | None:

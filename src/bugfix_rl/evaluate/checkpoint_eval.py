@@ -97,16 +97,22 @@ def pass_at_ks(counts: torch.Tensor, n: int, ks=KS) -> dict[str, dict]:
     return out
 
 
-def evaluate_policy(policy: LoadedPolicy, split: str, n: int, seed: int, top: int) -> dict:
+def evaluate_policy(policy: LoadedPolicy, split: str, n: int, seed: int, top: int,
+                    explain_below: float | None = None) -> dict:
     """Sample n episodes per task of `split` and summarise them (counts, pass@k, behaviour, sequences)."""
-    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.envs import make_env_factory, oracle_for
+    from bugfix_rl.evaluate.episodes import failure_analysis
 
     tasks = make_tasks(split)
     cfg = policy.cfg
     make_env, close_env = make_env_factory(cfg.env)
+    failures = None
     try:
         trajectories = sample_trajectories(policy.model, policy.tokenizer, tasks, n, make_env,
                                            cfg.algo.temperature, seed)
+        if explain_below is not None:
+            failures = failure_analysis(trajectories, tasks, n, policy.tokenizer, make_env, oracle_for(cfg.env),
+                                        explain_below)
     finally:
         close_env()
     counts = success_counts(trajectories, len(tasks))  # [T]
@@ -123,6 +129,7 @@ def evaluate_policy(policy: LoadedPolicy, split: str, n: int, seed: int, top: in
         "behaviour": behaviour_stats(trajectories),
         "sequences": action_sequences(trajectories, top),
         "per_task_table": per_task_table(trajectories),
+        **({"failures": failures} if failures is not None else {}),
     }
 
 
@@ -134,7 +141,8 @@ def paired_difference(a: dict, b: dict, n: int) -> dict:
     return summary
 
 
-def run_eval(ckpt: str, split: str, n: int, seed: int, top: int = 5, compare: str | None = None) -> dict:
+def run_eval(ckpt: str, split: str, n: int, seed: int, top: int = 5, compare: str | None = None,
+             explain_below: float | None = None) -> dict:
     """The whole `bugfix-rl eval` result as a JSON-able dict."""
     if split not in SPLITS:
         raise ValueError(f"split={split!r} is not allowed; valid values: {', '.join(SPLITS)}")
@@ -143,7 +151,7 @@ def run_eval(ckpt: str, split: str, n: int, seed: int, top: int = 5, compare: st
     paths = [ckpt] + ([compare] if compare else [])
     policies = [load_policy(p) for p in paths]  # load all first: a bad second path fails before sampling
     result = {"split": split, "n": n, "seed": seed, "tasks": [t.name for t in make_tasks(split)],
-              "models": [evaluate_policy(p, split, n, seed, top) for p in policies]}
+              "models": [evaluate_policy(p, split, n, seed, top, explain_below) for p in policies]}
     if compare:
         result["paired_diff"] = paired_difference(result["models"][0], result["models"][1], n)
     return result

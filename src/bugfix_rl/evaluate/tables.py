@@ -7,6 +7,7 @@ from rich.table import Table
 
 from bugfix_rl.evaluate.ablation import Report, describe, power_lines, table_cells, table_header
 from bugfix_rl.evaluate.checkpoint_eval import label_of
+from bugfix_rl.evaluate.episodes import failure_lines
 
 
 def _ci(entry: dict, signed: bool = False) -> str:
@@ -67,6 +68,13 @@ def print_eval(result: dict, console: Console | None = None) -> None:
         for count, sequence in m["sequences"]:
             sequences.add_row(str(count), sequence)
         console.print(sequences)
+
+    for name, m in zip(names, models):
+        if "failures" in m:
+            console.print(f"{name}: failure analysis (tasks below the threshold; the oracle's rule and episode beside"
+                          f" the agent's failing ones)")
+            for line in failure_lines(m["failures"]):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     if "paired_diff" in result:
         d = result["paired_diff"]

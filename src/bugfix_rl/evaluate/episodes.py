@@ -1,0 +1,88 @@
+"""Decoded episodes: transcripts, turn-by-turn views, and the failure analysis of weak tasks (§19.6).
+
+`failure_analysis` sets each weak task's failing episodes against the oracle's rule for that task: the
+scripted oracle's own actions in the same env, and the keyword rule that picks its op (edit menu), so a
+reader sees at once whether the agent picked the wrong op, never edited, or edited and never submitted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable
+
+from bugfix_rl.gym.ops import code_states
+
+
+def turns(trajectory, tokenizer) -> list[tuple[str, str]]:
+    """[(speaker, text)]: the episode as alternating env / agent runs of tokens (the prompt is env)."""
+    out, run, is_policy = [], [], None
+    for token, policy in zip(trajectory.ids[1:], trajectory.policy_mask[1:]):
+        if policy != is_policy and run:
+            out.append(("agent" if is_policy else "env", tokenizer.decode(run)))
+            run = []
+        run.append(token)
+        is_policy = policy
+    if run:
+        out.append(("agent" if is_policy else "env", tokenizer.decode(run)))
+    return out
+
+
+def transcript(task_name: str, trajectory, tokenizer) -> str:
+    """One episode as text: the task, the reward, then each policy turn and observation on its own line."""
+    lines = [f"## {task_name}  reward {trajectory.reward:.0f}  actions {' -> '.join(trajectory.info.actions)}"]
+    lines += [("agent: " if speaker == "agent" else "env:   ") + text for speaker, text in turns(trajectory, tokenizer)]
+    return "\n".join(lines) + "\n\n"
+
+
+def oracle_rule(task) -> str:
+    """The keyword rule behind the edit-menu oracle's op for this task, in words."""
+    from bugfix_rl.policy.scripted import infer_op
+
+    words = code_states(task)[None].compact.split()
+    op = infer_op(words)
+    cue = next((w for w in ("min", "max", "//", "range", "<", ">") if w in words), None)
+    because = f"the source has `{cue}`" if cue else "no min/max, //, range or comparison in the source"
+    return f"{because} -> `{op}`" + ("" if op == task.fix_op else f" (the task's fix is `{task.fix_op}`)")
+
+
+def failure_analysis(trajectories, tasks, n: int, tokenizer, make_env: Callable, oracle_cls, threshold: float = 0.5,
+                     episodes_per_task: int = 2) -> list[dict]:
+    """One entry per task whose pass rate is below `threshold` (trajectories task-contiguous, n per task):
+    its pass rate, the correct op, the oracle's rule and actions, the first-edit confusions of its
+    failing episodes, how they ended, and the transcripts of the first `episodes_per_task` of them."""
+    from bugfix_rl.gym.edit_menu import RENAME_POOL
+    from bugfix_rl.rollout.sampler import scripted_episode
+
+    weak = []
+    for index, task in enumerate(tasks):
+        episodes = trajectories[index * n:(index + 1) * n]
+        rate = sum(bool(t.info.success) for t in episodes) / n
+        if rate >= threshold:
+            continue
+        failing = [t for t in episodes if not t.info.success]
+        oracle = scripted_episode(oracle_cls(), make_env(task, RENAME_POOL[0]), tokenizer)
+        first_ops = Counter(t.info.ops[0] if t.info.ops else "none" for t in failing)
+        endings = Counter("no submit" if not t.info.submitted else
+                          ("submitted unfixed" if t.info.ops else "submitted without an edit") for t in failing)
+        weak.append({"task": task.name, "pass_rate": rate, "episodes": n, "correct_op": task.fix_op,
+                     "oracle_rule": oracle_rule(task), "oracle_actions": list(oracle.info.actions),
+                     "oracle_success": bool(oracle.info.success),
+                     "first_edits": dict(first_ops.most_common()), "endings": dict(endings.most_common()),
+                     "transcripts": [transcript(task.name, t, tokenizer) for t in failing[:episodes_per_task]]})
+    return weak
+
+
+def failure_lines(weak: list[dict]) -> list[str]:
+    """Markdown for `failure_analysis`'s entries (eval explain=true and docs/RESULTS.md)."""
+    if not weak:
+        return ["No task below the threshold."]
+    lines = []
+    for entry in weak:
+        confusions = ", ".join(f"`{op}` {count}" for op, count in entry["first_edits"].items())
+        endings = ", ".join(f"{how} {count}" for how, count in entry["endings"].items())
+        lines += [f"**{entry['task']}**: pass {entry['pass_rate']:.2f} of {entry['episodes']}; correct op"
+                  f" `{entry['correct_op']}`; oracle's rule: {entry['oracle_rule']}; oracle's episode:"
+                  f" {' -> '.join(entry['oracle_actions'])} ({'solved' if entry['oracle_success'] else 'not solved'}).",
+                  f"First edits of the failing episodes: {confusions}. How they ended: {endings}.", "", "```"]
+        lines += [text.rstrip() for text in entry["transcripts"]] + ["```", ""]
+    return lines

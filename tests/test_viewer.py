@@ -1,0 +1,90 @@
+"""The episode viewer (viewer.html per run, report.html per sweep), rendered in Debian's headless Chromium;
+and `eval explain=true`'s failure analysis."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--enable-logging=stderr", "--v=0"]
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("BUGFIX_RL_REQUIRE_CHROMIUM"),
+    reason="Debian's chromium is not installed (.ci/run installs it and then requires this test)")
+
+
+def render(page: Path) -> tuple[str, list[str]]:
+    """(the DOM after load, the console messages) of a page in headless Chromium."""
+    assert CHROMIUM, "chromium is required here (BUGFIX_RL_REQUIRE_CHROMIUM is set)"
+    with tempfile.TemporaryDirectory() as profile:
+        result = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+                                capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout, [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("viewer_run")
+    result = subprocess.run([str(Path(sys.executable).with_name("bugfix-rl")), "train", "+exp=smoke", "threads=1",
+                             "preflight=false", f"hydra.run.dir={run_dir}"], capture_output=True, text=True,
+                            timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return run_dir
+
+
+def test_the_run_page_is_self_contained(smoke_run):
+    page = (smoke_run / "viewer.html").read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # nothing fetched from elsewhere
+    assert "<script" not in page and page.count("data:image/png;base64,") == 2  # dashboard and pass@k inlined
+
+
+@needs_chromium
+def test_the_run_page_renders_episodes_for_every_task_a_legend_and_no_console_error(smoke_run):
+    from bugfix_rl.gym.tasks import make_tasks
+
+    dom, console = render(smoke_run / "viewer.html")
+    assert console == [], console
+    tasks = re.findall(r'class="episode (?:pass|fail)" data-task="([^"]+)"', dom)
+    assert set(tasks) == {t.name for t in make_tasks("test")}  # at least one episode per test task
+    assert len(re.findall(r'data-task=', dom)) == len(tasks) >= 2 * 5  # base and chosen
+    assert 'class="legend"' in dom and "unlikely" in dom and "A &gt; 0" in dom
+    assert 'class="tok"' in dom and "log-prob" in dom  # per-token colour with its numbers on hover
+    assert 'id="validation"' in dom and 'id="test"' in dom and 'class="env"' in dom
+
+
+@needs_chromium
+def test_the_console_check_catches_a_page_error(tmp_path):
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><script>console.error('boom'); missing();</script></body></html>")
+    _, console = render(bad)
+    assert any("boom" in line for line in console) and any("Uncaught" in line for line in console)
+
+
+def test_explain_lists_the_weak_tasks_with_the_oracles_rule(smoke_run, capsys):
+    import torch
+
+    from bugfix_rl.evaluate.checkpoint_eval import run_eval
+    from bugfix_rl.evaluate.episodes import failure_lines
+
+    torch.set_num_threads(1)
+    result = run_eval(str(smoke_run / "checkpoints" / "step_002.safetensors"), "test", n=4, seed=4,
+                      explain_below=1.01)  # every task counts as weak here
+    failures = result["models"][0]["failures"]
+    assert len(failures) == 5
+    for entry in failures:
+        assert entry["oracle_success"] and entry["oracle_actions"][-1] == "submit"
+        assert f"`{entry['correct_op']}`" in entry["oracle_rule"]
+        failing = 4 - round(entry["pass_rate"] * 4)
+        assert sum(entry["first_edits"].values()) == failing == sum(entry["endings"].values())
+        assert len(entry["transcripts"]) == min(2, failing)
+    text = "\n".join(failure_lines(failures))
+    assert "oracle's rule: the source has" in text and "First edits of the failing episodes" in text
