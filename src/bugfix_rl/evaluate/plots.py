@@ -5,6 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def _save(fig, ax, path, title: str) -> None:
+    """Title, tight layout and the PNG (parent folders created)."""
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")
+
+
 def forest_plot(rows: list[dict], path: str, title: str = "") -> None:
     """Save a forest plot of differences with their intervals as a PNG.
 
@@ -34,12 +44,7 @@ def forest_plot(rows: list[dict], path: str, title: str = "") -> None:
         ax.set_yticks(positions)
         ax.set_yticklabels(labels)
         ax.set_xlabel("difference (with interval)")
-        if title:
-            ax.set_title(title)
-        fig.tight_layout()
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, format="png")
+        _save(fig, ax, path, title)
     finally:
         plt.close(fig)
 
@@ -66,11 +71,6 @@ def plot_pass_at_k(curves: dict[str, list[float]], path: str | Path, title: str 
         ax.set_ylim(0.0, 1.02)
         ax.grid(True, alpha=0.3)
         ax.legend()
-        if title:
-            ax.set_title(title)
-        fig.tight_layout()
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, format="png")
+        _save(fig, ax, path, title)
     finally:
         plt.close(fig)
