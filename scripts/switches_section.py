@@ -47,8 +47,9 @@ def arm_late(report, arm: str) -> dict:
     return out
 
 
-def observations(late: dict) -> list[str]:
-    """What each switch did here, in numbers, next to what the review predicts."""
+def observations(late: dict, held_out: dict) -> list[str]:
+    """What each switch did here, in numbers (training: last 5 steps; held_out: arm -> per-seed pass@1),
+    next to what the review predicts."""
     ref = late["default"]
     lines = []
     if "partial" in late:
@@ -65,23 +66,29 @@ def observations(late: dict) -> list[str]:
     if "flaky" in late:
         f = late["flaky"]
         lines.append(f"- **flaky** (10% per test): reward {f['reward']:.2f} against a true pass rate of {f['pass_rate']:.2f};"
-                     " a verdict of 7 hidden tests survives the flips with probability 0.9^7 = 0.48. Groups with a"
+                     " a verdict of 5-7 hidden tests survives the flips with probability 0.9^5 = 0.59 to 0.9^7 = 0.48."
+                     " Groups with a"
                      f" gradient: {f['tasks_with_gradient']:.1f} of 8 per step against the default's"
                      f" {ref['tasks_with_gradient']:.1f}: the noise gives solved tasks a spread of rewards to 'learn' from,"
-                     " which is q9's added variance; learning itself "
-                     + ("did not visibly slow in 30 steps." if f["pass_rate"] >= ref["pass_rate"] - 0.05 else "slowed."))
+                     f" which is q9's added variance. Training pass rate {f['pass_rate']:.2f} against"
+                     f" {ref['pass_rate']:.2f}; on the held-out tasks the interval above cannot tell the arms apart.")
     if "step_penalty" in late:
         s = late["step_penalty"]
-        collapsed = s["pass_rate"] < ref["pass_rate"] - 0.2
-        lines.append(f"- **step_penalty**: turns {s['turns']:.2f} (default {ref['turns']:.2f}), edits {s['edits']:.2f},"
-                     f" training pass rate {s['pass_rate']:.2f}: "
-                     + ("the agent learned to submit at once, q12's collapse." if collapsed else
-                        "no collapse here: the agent only cut its turns (the RL base's attempts already pay)."))
+        seeds = held_out["step_penalty"]
+        collapsed = sum(v < 0.3 for v in seeds)
+        lines.append(f"- **step_penalty** (0.4 per turn): turns {s['turns']:.2f} (default {ref['turns']:.2f}), edits"
+                     f" {s['edits']:.2f}, training pass rate {s['pass_rate']:.2f}; held-out pass@1 by seed"
+                     f" {' '.join(f'{v:.3f}' for v in seeds)}: {collapsed} of {len(seeds)} seeds learned q12's collapse"
+                     " (submit with little or no work), the rest paid the penalty and kept solving. The seed spread"
+                     " is why the interval above, which holds it, still includes 0. (At 0.2 per turn no seed"
+                     " collapsed: the RL base's attempts already paid more than an immediate submit.)")
     if "grade" in late:
         g = late["grade"]
         lines.append(f"- **grade**: submitted {g['submitted']:.2f} of episodes (default {ref['submitted']:.2f}), turns"
-                     f" {g['turns']:.2f}: once an unsubmitted fix is paid, submitting stops mattering and the agent"
-                     " often runs out the clock after its edit, as q13 predicts; success, scored on the final code, holds.")
+                     f" {g['turns']:.2f} (default {ref['turns']:.2f}), training pass rate {g['pass_rate']:.2f}: "
+                     + ("once an unsubmitted fix is paid, submitting stops mattering and the agent often runs out the"
+                        " turns after its edit, as q13 predicts; success is scored on the final code."
+                        if g["submitted"] < ref["submitted"] - 0.1 else "submitting did not change much here."))
     return lines
 
 
@@ -106,7 +113,8 @@ def section(root: Path, seconds: str) -> list[str]:
             values = [m[key] for m in means if m[key] is not None]
             cells.append(f"{sum(values) / len(values):.2f}" if values else "-")
         lines.append(f"| {row.arm} | {PREDICTED.get(row.arm, 'reference')} | " + " | ".join(cells) + " |")
-    lines += [""] + observations({row.arm: arm_late(report, row.arm) for row in report.rows})
+    lines += [""] + observations({row.arm: arm_late(report, row.arm) for row in report.rows},
+                                 {row.arm: row.per_seed for row in report.rows})
     lines += ["", f"Leakage canary: on in all {len(report.runs)} runs (the default); none stopped, so no hidden-test"
               " input reached an observation (tests/test_rewards.py shows it stopping a batch from an env that"
               " leaks one).", ""]

@@ -80,7 +80,7 @@ def failure_lines(weak: list[dict]) -> list[str]:
     for entry in weak:
         confusions = ", ".join(f"`{op}` {count}" for op, count in entry["first_edits"].items())
         endings = ", ".join(f"{how} {count}" for how, count in entry["endings"].items())
-        lines += [f"**{entry['task']}**: pass {entry['pass_rate']:.2f} of {entry['episodes']}; correct op"
+        lines += [f"**{entry['task']}**: pass rate {entry['pass_rate']:.2f} over {entry['episodes']} episodes; correct op"
                   f" `{entry['correct_op']}`; oracle's rule: {entry['oracle_rule']}; oracle's episode:"
                   f" {' -> '.join(entry['oracle_actions'])} ({'solved' if entry['oracle_success'] else 'not solved'}).",
                   f"First edits of the failing episodes: {confusions}. How they ended: {endings}.", "", "```"]
