@@ -147,5 +147,7 @@ def report_command(cfg):
     except ReportError as err:
         raise UserError(str(err)) from None
     print_report(report, Console(highlight=False))
-    print("wrote " + ", ".join(str(p) for p in write_report(report)))
+    from bugfix_rl.viewer import write_sweep_page  # the same table as a page linking each run's viewer.html
+
+    print("wrote " + ", ".join(str(p) for p in [*write_report(report), write_sweep_page(report)]))
     return report

@@ -199,3 +199,9 @@ def sweep_page(report) -> str:
         out.append(f"<li>{link}: arm {_e(run.arm)}, seed {run.seed}</li>")
     out.append("</ul></body></html>")
     return "\n".join(out)
+
+
+def write_sweep_page(report) -> Path:
+    path = report.root / "report.html"
+    path.write_text(sweep_page(report))
+    return path

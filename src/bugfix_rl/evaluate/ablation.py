@@ -356,8 +356,4 @@ def write_report(report: Report) -> list[Path]:
         lines += ["", "Notes:"] + [f"- {note}" for note in report.notes]
     path = report.root / "report.md"
     path.write_text("\n".join(lines) + "\n")
-    from bugfix_rl.viewer import sweep_page  # the same table as a page linking each run's viewer.html
-
-    page = report.root / "report.html"
-    page.write_text(sweep_page(report))
-    return [path, page] + written
+    return [path] + written
