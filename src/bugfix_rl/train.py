@@ -45,6 +45,7 @@ class RunState:
     validation: dict[int, dict] = field(default_factory=dict)
     checkpoints: dict[int, Path] = field(default_factory=dict)
     stopped: dict | None = None  # {"step", "reason"} when a stop.* rule ended the run early
+    started: float = field(default_factory=time.perf_counter)  # this process's start, for the wall clock
 
 
 def library_versions() -> dict:
@@ -152,7 +153,7 @@ def cold_start(cfg, model, tokenizer, make_env) -> list[float]:
         if cs.source == "oracle":
             with progress.stage("oracle demonstrations", cs.demos) as advance:
                 demos = oracle_demonstrations(tasks, cs.demos, make_env, tokenizer, oracle_for(cfg.env), cs.seed,
-                                              cs.renamed_operands, on_episode=advance)
+                                              cs.renamed_operands, on_episode=advance, model=model)
         else:
             demos = rejection_sampled(model, tokenizer, tasks, cs.rejection_per_task, make_env,
                                       cfg.algo.temperature, cs.seed)
@@ -190,6 +191,27 @@ def evaluate_with_transcripts(model, tokenizer, make_env, split: str, n: int, se
     transcript_path.write_text("".join(transcript(task.name, trajectories[i * n], tokenizer)
                                        for i, task in enumerate(tasks)))
     return summary
+
+
+def write_transcripts(model, tokenizer, make_env, split: str, n: int, seed: int, temperature: float,
+                      path: Path) -> None:
+    """One decoded episode per task of `split` (the first of n, own generator) written to `path`."""
+    tasks = make_tasks(split)
+    trajectories = sample_trajectories(model, tokenizer, tasks, n, make_env, temperature, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(transcript(task.name, trajectories[i * n], tokenizer) for i, task in enumerate(tasks)))
+
+
+def run_record(cfg, state: RunState) -> dict:
+    """What the book's lab scripts saved beside the scores: the env's tool schema and resource limits,
+    the wall clock of this process, and the peak device memory (None without a CUDA device)."""
+    from bugfix_rl.gym.chat import EDIT_MENU_TOOLS
+    from bugfix_rl.gym.tool_calls import TOOL_SCHEMAS
+
+    peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
+    return {"tool_schema": TOOL_SCHEMAS if cfg.env.name == "tools" else EDIT_MENU_TOOLS,
+            "resource_limits": dataclasses.asdict(cfg.env.sandbox) if cfg.env.name == "tools" else None,
+            "wall_seconds": time.perf_counter() - state.started, "peak_device_memory_mb": peak}
 
 
 def checkpoint_meta(cfg, step: int, tokenizer) -> dict:
@@ -259,6 +281,9 @@ def run_training(cfg, run_dir: Path) -> dict:
 
         if not cfg.resume:
             keep(0, base)
+            if cfg.eval.heldout_n > 0:  # the book's capture: one transcript per training task at step 0
+                write_transcripts(base, tokenizer, make_env, "train", 1, cfg.eval.heldout_seed_offset + cfg.seed + 1,
+                                  temperature, run_dir / "transcripts" / "train_step0.txt")
         with view.progress(cfg.steps, start) as advance:
             for step in range(start, cfg.steps):
                 row = trainer.step(step)
@@ -408,6 +433,7 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
         "config": {"seed": cfg.seed, "threads": cfg.threads, "arm": cfg.arm, "experiment": cfg.experiment,
                    "steps": cfg.steps, "versions": library_versions(),
                    "resolved": dataclasses.asdict(cfg)},
+        "run": run_record(cfg, state),
         "train": {"late_reward": _late_mean(state.rows, "reward"), "final_entropy": state.rows[-1].get("entropy"),
                   "final_exploit": state.rows[-1].get("exploit"), "late_exploit": _late_mean(state.rows, "exploit"),
                   "sampled_episodes": sum(r["sampled_episodes"] for r in state.rows),

@@ -166,6 +166,12 @@ class QwenPolicy(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
+    def demonstrate(self, env):
+        """The env's oracle, played in chat tool calls through this model's token path (SFT demonstrations)."""
+        from bugfix_rl.rollout.chat_demonstrations import chat_oracle_for, chat_scripted_episode
+
+        return chat_scripted_episode(chat_oracle_for(env), env, self.path)
+
     def sample_episodes(self, envs, groups, temperature: float, generator: torch.Generator):
         was_training = self.lm.training
         self.lm.eval()  # HF turns the cache off under gradient checkpointing in train mode

@@ -17,10 +17,13 @@ from bugfix_rl.rollout.trajectory import Trajectory
 
 def oracle_demonstrations(tasks: list[Task], count: int, make_env: Callable, tokenizer, oracle_cls,
                           seed: int, renamed_operands: bool = False,
-                          on_episode: Callable[[], None] = lambda: None) -> list[Trajectory]:
+                          on_episode: Callable[[], None] = lambda: None, model=None) -> list[Trajectory]:
     """`count` oracle episodes cycling over `tasks`, each with a freshly drawn function name (and, with
     renamed_operands, operands drawn from OPERAND_POOL, so a copy of the demonstrations must copy);
-    on_episode() after each (a progress bar)."""
+    on_episode() after each (a progress bar). A model with its own `demonstrate(env)` (a chat model:
+    rollout/chat_demonstrations.py) plays the oracle in its own format; otherwise `oracle_cls` acts in
+    the word format of `tokenizer`."""
+    demonstrate = getattr(model, "demonstrate", None)
     rng = random.Random(seed)
     demos = []
     for i in range(count):
@@ -28,7 +31,7 @@ def oracle_demonstrations(tasks: list[Task], count: int, make_env: Callable, tok
         if renamed_operands:
             task = with_renamed_operands(task, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), f"demo{i}")
         env = make_env(task, rng.choice(RENAME_POOL))
-        demos.append(scripted_episode(oracle_cls(), env, tokenizer))
+        demos.append(demonstrate(env) if demonstrate else scripted_episode(oracle_cls(), env, tokenizer))
         on_episode()
     return demos
 
