@@ -84,3 +84,18 @@ def test_the_book_lab_runs_two_steps_and_saves_what_the_book_saved(tiny_qwen_dir
     for name, count in (("heldout_base.txt", 10), ("heldout_final.txt", 10), ("train_step0.txt", 20)):
         assert (transcripts / name).read_text().count("\n## ") + 1 == count, name
     assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 2
+
+
+def test_every_training_task_has_a_solving_tools_demonstration(tiny_qwen_dir):
+    """Including the ops that only insert lines (add_zero_guard): the Edit's old_string is widened to a
+    unique, non-empty run of lines."""
+    cfg = qwen_config(tiny_qwen_dir, env="tools", **{"policy.max_new_tokens": 256})
+    tokenizer = build_tokenizer_for(cfg)
+    policy = build_policy(cfg.policy, tokenizer)
+    make_env, close = make_env_factory(cfg.env)
+    try:
+        tasks = make_tasks("train")
+        demos = oracle_demonstrations(tasks, len(tasks), make_env, tokenizer, oracle_for(cfg.env), 0, model=policy)
+    finally:
+        close()
+    assert [t.info.task for t in demos if not t.info.success] == []

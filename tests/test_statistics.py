@@ -297,3 +297,20 @@ def test_starts_compares_starting_policies(tmp_path):
     bad = subprocess.run([script, "starts", "starts.policies=[nope]", f"hydra.run.dir={tmp_path}"],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert bad.returncode == 2 and "neither rl_base, sft, scratch nor a checkpoint file" in bad.stderr
+
+
+def test_degenerate_inputs_give_bounded_honest_intervals():
+    # power stays finite where scipy's lower-tail nct.cdf would give NaN (noncentrality near 8)
+    assert t_test_power(8.75, 1.0, 10) == pytest.approx(1.0, abs=1e-6)
+    assert required_units_t(0.012, 0.1, two_arms=True) == 2
+    # two arms pinned at 0: no spread measured is not certainty; the tasks' Wilson bounds stand in
+    result = arm_difference(torch.zeros(3, 5), torch.zeros(3, 5))
+    assert float(result.lo) < 0 < float(result.hi) and float(result.se) == 0.0
+    # a difference of two rates never leaves [-1, 1]
+    _, lo, hi = paired_task_interval(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]))
+    assert float(lo) == -1.0 and float(hi) == 1.0
+    with pytest.raises(ValueError, match="lie in"):
+        task_mean_interval(torch.tensor([0.5, float("nan")]))
+    with pytest.raises(ValueError, match="0 or 1"):
+        mcnemar(torch.tensor([0.9, 1.0]), torch.tensor([0.0, 1.0]))
+    assert mcnemar(torch.ones(10), torch.zeros(10))["z"] == math.inf

@@ -7,6 +7,7 @@ set and names the allowed ones.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -430,7 +431,7 @@ def validate(cfg) -> None:
     _validate_rollout(cfg)
     if cfg.env.name == "tools" and cfg.env.truncation != "zero":
         raise ConfigError("env.truncation is an edit-menu switch: the tools env always grades the final file")
-    if not 0 <= cfg.env.flaky_rate <= 0.5 or cfg.env.step_penalty < 0 or cfg.env.partial_alpha < 0:
+    if not (0 <= cfg.env.flaky_rate <= 0.5 and 0 <= cfg.env.step_penalty < math.inf and 0 <= cfg.env.partial_alpha < math.inf):
         raise ConfigError("env.flaky_rate must lie in [0, 0.5]; env.step_penalty and env.partial_alpha must be >= 0")
     stop = cfg.stop
     if stop.patience < 0 or stop.zero_adv_window < 0 or stop.min_delta < 0:

@@ -16,6 +16,7 @@ import base64
 import html
 import math
 from pathlib import Path
+from urllib.parse import quote
 
 EPISODES_PER_KIND = 2  # successes and failures shown per task and policy
 
@@ -50,6 +51,8 @@ def _e(text) -> str:
 def group_advantages(rewards: list[float]) -> list[float]:
     """GRPO's advantage within one task's episodes: (r - mean) / (std + 1e-6), std with n - 1."""
     n = len(rewards)
+    if not n:
+        return []
     mean = sum(rewards) / n
     std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1)) if n > 1 else 0.0
     return [(r - mean) / (std + 1e-6) for r in rewards]
@@ -173,7 +176,7 @@ def run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) 
 
 def write_run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) -> Path:
     path = Path(run_dir) / "viewer.html"
-    path.write_text(run_page(run_dir, result, episodes, tokenizer))
+    path.write_text(run_page(run_dir, result, episodes, tokenizer), encoding="utf-8")
     return path
 
 
@@ -194,7 +197,7 @@ def sweep_page(report) -> str:
     for run in sorted(report.runs, key=lambda r: (r.arm, r.seed)):
         relative = run.path.relative_to(report.root) if run.path != report.root else Path(".")
         page = relative / "viewer.html"
-        link = (f"<a href='{_e(page.as_posix())}'>{_e(relative.as_posix())}</a>" if (run.path / "viewer.html").is_file()
+        link = (f"<a href='./{_e(quote(page.as_posix()))}'>{_e(relative.as_posix())}</a>" if (run.path / "viewer.html").is_file()
                 else _e(relative.as_posix()))
         out.append(f"<li>{link}: arm {_e(run.arm)}, seed {run.seed}</li>")
     out.append("</ul></body></html>")
@@ -203,5 +206,5 @@ def sweep_page(report) -> str:
 
 def write_sweep_page(report) -> Path:
     path = report.root / "report.html"
-    path.write_text(sweep_page(report))
+    path.write_text(sweep_page(report), encoding="utf-8")
     return path

@@ -178,7 +178,7 @@ def log_ratio_summary(values: list[torch.Tensor]) -> dict[str, float]:
     """|log pi_theta / pi_old| over every policy token of every minibatch of the step (design-review
     questions 5 and 20): p50, p99, p99.9 and max. The first minibatch sits at 0 (nothing moved yet); a
     p99.9 or max far above the clip range (log 1.2 = 0.18) is where a few tokens dominate the update."""
-    flat = torch.cat(values).float() if values else torch.zeros(0)
+    flat = torch.cat(values).float().cpu() if values else torch.zeros(0)  # the quantile levels live on the CPU
     if not len(flat):
         return {"log_ratio_abs_p50": 0.0, "log_ratio_abs_p99": 0.0, "log_ratio_abs_p999": 0.0, "log_ratio_abs_max": 0.0}
     quantiles = torch.quantile(flat, torch.tensor([0.5, 0.99, 0.999]))

@@ -29,7 +29,7 @@ def turns(trajectory, tokenizer) -> list[tuple[str, str]]:
 
 def transcript(task_name: str, trajectory, tokenizer) -> str:
     """One episode as text: the task, the reward, then each policy turn and observation on its own line."""
-    lines = [f"## {task_name}  reward {trajectory.reward:.0f}  actions {' -> '.join(trajectory.info.actions)}"]
+    lines = [f"## {task_name}  reward {trajectory.reward:g}  actions {' -> '.join(trajectory.info.actions)}"]
     lines += [("agent: " if speaker == "agent" else "env:   ") + text for speaker, text in turns(trajectory, tokenizer)]
     return "\n".join(lines) + "\n\n"
 
@@ -46,10 +46,11 @@ def oracle_rule(task) -> str:
 
 
 def failure_analysis(trajectories, tasks, n: int, tokenizer, make_env: Callable, oracle_cls, threshold: float = 0.5,
-                     episodes_per_task: int = 2) -> list[dict]:
+                     episodes_per_task: int = 2, demonstrate: Callable | None = None) -> list[dict]:
     """One entry per task whose pass rate is below `threshold` (trajectories task-contiguous, n per task):
     its pass rate, the correct op, the oracle's rule and actions, the first-edit confusions of its
-    failing episodes, how they ended, and the transcripts of the first `episodes_per_task` of them."""
+    failing episodes, how they ended, and the transcripts of the first `episodes_per_task` of them.
+    `demonstrate(env)` (a chat model's own oracle play) replaces the word-format oracle when given."""
     from bugfix_rl.gym.edit_menu import RENAME_POOL
     from bugfix_rl.rollout.sampler import scripted_episode
 
@@ -60,7 +61,8 @@ def failure_analysis(trajectories, tasks, n: int, tokenizer, make_env: Callable,
         if rate >= threshold:
             continue
         failing = [t for t in episodes if not t.info.success]
-        oracle = scripted_episode(oracle_cls(), make_env(task, RENAME_POOL[0]), tokenizer)
+        env = make_env(task, RENAME_POOL[0])
+        oracle = demonstrate(env) if demonstrate else scripted_episode(oracle_cls(), env, tokenizer)
         first_ops = Counter(t.info.ops[0] if t.info.ops else "none" for t in failing)
         endings = Counter("no submit" if not t.info.submitted else
                           ("submitted unfixed" if t.info.ops else "submitted without an edit") for t in failing)
@@ -83,6 +85,6 @@ def failure_lines(weak: list[dict]) -> list[str]:
         lines += [f"**{entry['task']}**: pass rate {entry['pass_rate']:.2f} over {entry['episodes']} episodes; correct op"
                   f" `{entry['correct_op']}`; oracle's rule: {entry['oracle_rule']}; oracle's episode:"
                   f" {' -> '.join(entry['oracle_actions'])} ({'solved' if entry['oracle_success'] else 'not solved'}).",
-                  f"First edits of the failing episodes: {confusions}. How they ended: {endings}.", "", "```"]
-        lines += [text.rstrip() for text in entry["transcripts"]] + ["```", ""]
+                  f"First edits of the failing episodes: {confusions}. How they ended: {endings}.", "", "````"]
+        lines += [text.rstrip() for text in entry["transcripts"]] + ["````", ""]  # a model's ``` stays inside
     return lines

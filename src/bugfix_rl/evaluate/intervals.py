@@ -71,7 +71,7 @@ def task_mean_interval(values: torch.Tensor, alpha: float = 0.05) -> tuple[torch
     values = _f64(values)
     if values.dim() == 0 or values.shape[-1] == 0:
         raise ValueError(f"values must have shape [..., T] with T >= 1, got {tuple(values.shape)}")
-    if ((values < 0) | (values > 1)).any():
+    if ((values < 0) | (values > 1) | values.isnan()).any():
         raise ValueError("task values must lie in [0, 1]")
     mean = values.mean(-1)
     lo, hi = wilson_interval(mean, values.shape[-1], alpha)
@@ -111,7 +111,7 @@ def paired_task_interval(
         d = a - b
         half = t_quantile(1 - alpha / 2, torch.tensor(num_tasks - 1.0)) * (d.var(-1) / num_tasks).sqrt()
         lo, hi = torch.minimum(lo, diff - half), torch.maximum(hi, diff + half)
-    return diff, lo, hi
+    return diff, lo.clamp(min=-1.0), hi.clamp(max=1.0)  # a difference of two rates lies in [-1, 1]
 
 
 @dataclass
@@ -152,5 +152,10 @@ def arm_difference(a: torch.Tensor, b: torch.Tensor, alpha: float = 0.05) -> Arm
     se = variance.sqrt()
     diff = task_diffs.mean(-1)
     half = t_quantile(1 - alpha / 2, df) * se
-    return ArmDifference(diff, diff - half, diff + half, se, df)
+    lo, hi = (diff - half).clamp(min=-1.0), (diff + half).clamp(max=1.0)
+    # every cell constant (two arms pinned at 0 or 1): no spread to measure, which is not certainty;
+    # fall back on the interval over the seed-averaged tasks, which bounds the spread instead
+    _, task_lo, task_hi = paired_task_interval(a.mean(-2), b.mean(-2), alpha)
+    degenerate = variance == 0
+    return ArmDifference(diff, torch.where(degenerate, task_lo, lo), torch.where(degenerate, task_hi, hi), se, df)
 

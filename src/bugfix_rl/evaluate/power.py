@@ -30,9 +30,14 @@ def t_test_power(effect: float, se: float, df: float, alpha: float = 0.05) -> fl
         return 1.0 if effect != 0 else alpha
     critical = student_t.ppf(1 - alpha / 2, df)
     noncentrality = abs(effect) / se
-    if noncentrality - critical > 12:  # power within 1e-20 of 1; scipy's nct loses it to NaN far out
+    if noncentrality - critical > 12:  # power within 1e-20 of 1
         return 1.0
-    return float(nct.sf(critical, df, noncentrality) + nct.cdf(-critical, df, noncentrality))
+    # P(T' > c) + P(T' < -c), the second as the upper tail of the mirrored variable: scipy's nct.cdf far in
+    # the lower tail returns NaN for noncentralities near 8, the sf form does not
+    power = float(nct.sf(critical, df, noncentrality) + nct.sf(critical, df, -noncentrality))
+    if power != power:
+        raise ValueError(f"power is not computable for effect={effect}, se={se}, df={df}")
+    return power
 
 
 def required_units_t(unit_sd: float, effect: float, two_arms: bool, alpha: float = 0.05,

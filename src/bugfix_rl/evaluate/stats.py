@@ -72,12 +72,12 @@ def mcnemar(a_passed: torch.Tensor, b_passed: torch.Tensor) -> dict:
     Only discordant episodes carry information; the test is about these episodes' tasks, not about
     new tasks (for that, use the task-level interval).
     """
-    a = torch.as_tensor(a_passed).to(torch.int64).flatten()
-    b = torch.as_tensor(b_passed).to(torch.int64).flatten()
+    a, b = torch.as_tensor(a_passed).flatten(), torch.as_tensor(b_passed).flatten()
     if a.shape != b.shape or a.numel() == 0:
         raise ValueError(f"need the same N >= 1 episodes for both, got {a.numel()} and {b.numel()}")
-    if ((a < 0) | (a > 1) | (b < 0) | (b > 1)).any():
+    if not all(bool(((x == 0) | (x == 1)).all()) for x in (a, b)):
         raise ValueError("outcomes must be 0 or 1")
+    a, b = a.to(torch.int64), b.to(torch.int64)
     n = a.numel()
     a_only, b_only = int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())
     diff = (a_only - b_only) / n
@@ -87,7 +87,7 @@ def mcnemar(a_passed: torch.Tensor, b_passed: torch.Tensor) -> dict:
     discordant = a_only + b_only
     p_exact = 1.0 if discordant == 0 else min(1.0, 2 * float(binom.cdf(min(a_only, b_only), discordant, 0.5)))
     return {"episodes": n, "a_only": a_only, "b_only": b_only, "diff": diff, "se": se, "unpaired_se": unpaired_se,
-            "z": diff / se if se > 0 else 0.0, "p_exact": p_exact}
+            "z": diff / se if se > 0 else (0.0 if diff == 0 else math.copysign(math.inf, diff)), "p_exact": p_exact}
 
 
 def _bootstrap_means(values: torch.Tensor, n_boot: int, seed: int) -> torch.Tensor:

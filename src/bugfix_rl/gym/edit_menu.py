@@ -126,7 +126,9 @@ class EditMenuEnv:
     def reward(self) -> float:
         """gym/rewards.py's reward; fixed once the episode has ended (read before: 0 less the penalty so far)."""
         info = self.info
-        if not (self.done or info.truncated or info.env_error):
+        if info.env_error:
+            return 0.0  # an env failure is unrewarded, penalty included (rollout/env_errors.py)
+        if not (self.done or info.truncated):
             return episode_reward(self.spec, False, (), (), info.turns, self.rng)
         if self._reward is None:
             if not info.submitted and self.spec.truncation == "grade" and not info.env_error:

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import zlib
 from collections.abc import Sequence
@@ -43,8 +44,9 @@ class RewardSpec:
             raise ValueError(f"unknown truncation {self.truncation!r}; valid: {', '.join(TRUNCATION_MODES)}")
         if not 0.0 <= self.flaky_rate <= 0.5:
             raise ValueError(f"flaky_rate={self.flaky_rate} must lie in [0, 0.5]")
-        if self.step_penalty < 0 or self.partial_alpha < 0:
-            raise ValueError("step_penalty and partial_alpha must be >= 0")
+        if not (math.isfinite(self.step_penalty) and math.isfinite(self.partial_alpha)) \
+                or self.step_penalty < 0 or self.partial_alpha < 0:
+            raise ValueError("step_penalty and partial_alpha must be finite and >= 0")
 
     @classmethod
     def of(cls, env_cfg) -> "RewardSpec":

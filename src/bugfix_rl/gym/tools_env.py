@@ -152,6 +152,11 @@ class ToolsEpisodeInfo:
         return self.submitted_final_answer
 
     @property
+    def graded(self) -> bool:
+        """The final file is always graded (question 13's answer for a patch), unless the env failed."""
+        return not self.env_error
+
+    @property
     def success(self) -> bool:
         return self.hidden_pass
 

@@ -72,12 +72,20 @@ class ToolsChatOracle:
 
 
 def changed_lines(source: str, fixed: str) -> tuple[str, str]:
-    """(old, new): the smallest run of whole lines that differs (an exact, unique old_string)."""
+    """(old, new): the smallest run of whole lines that differs, widened by neighbouring lines until old
+    is non-empty and occurs once in source (an op that only inserts lines changes no old line)."""
     a, b = source.splitlines(), fixed.splitlines()
     matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     changes = [op for op in matcher.get_opcodes() if op[0] != "equal"]
     i1, i2, j1, j2 = changes[0][1], changes[-1][2], changes[0][3], changes[-1][4]
-    return "\n".join(a[i1:i2]), "\n".join(b[j1:j2])
+    while True:
+        old = "\n".join(a[i1:i2])
+        if (old.strip() and source.count(old) == 1) or (i1 == 0 and i2 == len(a)):
+            return old, "\n".join(b[j1:j2])
+        if i1 > 0:  # one more line of context above, else below (the same line on both sides)
+            i1, j1 = i1 - 1, j1 - 1
+        else:
+            i2, j2 = i2 + 1, j2 + 1
 
 
 def chat_oracle_for(env):

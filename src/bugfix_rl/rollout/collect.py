@@ -37,7 +37,7 @@ class TaskStats:
     def update(self, trajectories: list[Trajectory]) -> None:
         by_task: dict[str, list[float]] = {}
         for t in trajectories:
-            by_task.setdefault(base_task_name(t.info.task), []).append(t.reward)
+            by_task.setdefault(base_task_name(t.info.task), []).append(float(t.info.success))  # not a shaped reward
         for name, rewards in by_task.items():
             mean = sum(rewards) / len(rewards)
             old = self.rate.get(name)

@@ -41,4 +41,4 @@ def rejection_sampled(model, tokenizer, tasks: list[Task], per_task: int, make_e
     """The policy's own episodes that earned reward 1 (per_task attempts per task)."""
     trajectories = sample_groups(model, tokenizer, tasks, per_task, make_env, temperature,
                                  torch.Generator().manual_seed(seed))
-    return [t for t in trajectories if t.reward >= 1.0]
+    return [t for t in trajectories if t.info.success]  # the true verdict: a flaky or shaped reward is not it
