@@ -235,7 +235,7 @@ def test_rl_tasks_with_renamed_operands_keep_their_tests_and_never_use_a_heldout
         assert by_copy_name.setdefault(copy.name, copy.source) == copy.source
     assert len(by_copy_name) > 1
     stats = TaskStats()  # pass rates are kept per original task, whatever the copy's names
-    stats.update([type("T", (), {"info": type("I", (), {"task": drawn[0].name})(), "reward": 1.0})()])
+    stats.update([type("T", (), {"info": type("I", (), {"task": drawn[0].name, "success": True})(), "reward": 1.0})()])
     assert set(stats.rate) == {base_task_name(drawn[0].name)}
 
 

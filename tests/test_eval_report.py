@@ -167,7 +167,7 @@ def test_report_end_to_end_on_a_multirun_sweep(sweep, capsys):
         assert f"`{name}`" in report_md
     page = (sweep / "report.html").read_text()  # the same table as a page, linking each run's own page
     for name in runs:
-        assert f"href='{name}/viewer.html'" in page and (sweep / name / "viewer.html").is_file()
+        assert f"href='./{name}/viewer.html'" in page and (sweep / name / "viewer.html").is_file()
     assert "held-out, RL base" in (sweep / runs[0] / "viewer.html").read_text()  # eval.test=false: held-out episodes
 
 

@@ -28,7 +28,8 @@ G = 8
 
 def episode(task: str, reward: float, group: int, length: int = 10) -> Trajectory:
     return Trajectory(ids=[1] * length, policy_mask=[False] + [True] * (length - 1), sampler_logp=[0.0] * length,
-                      reward=reward, group=group, info=EpisodeInfo(task=task, fix_op="fix_init"))
+                      reward=reward, group=group, info=EpisodeInfo(task=task, fix_op="fix_init", submitted=True,
+                                                                   hidden_pass=reward == 1.0))  # success = reward
 
 
 class FakePool:
