@@ -7,7 +7,8 @@ The same work on both sides: the tests' tiny random Qwen3 (policy/tiny_qwen.py: 
 the same single-turn edit-menu prompts (our chat template's rendering of the system prompt, the tool
 schemas and the issue; TRL gets the rendered text, so both tokenise the same ids), 8 prompts x group 8,
 the same completion limit, temperature 1 with no top-k / top-p, one optimizer step per batch (one
-epoch, one minibatch), AdamW at lr 1e-6 without weight decay, no KL term and no reference model, token-
+epoch, one minibatch), AdamW at lr 1e-6 without weight decay, no gradient checkpointing (TRL's GRPO default
+turns it on), no KL term and no reference model, token-
 mean loss (TRL's 'dapo'), group-scaled advantages. The reward is our hidden-test grader (the edit menu
 env run on the completion: one turn, so the call is graded as the episode). A random model earns 0
 nearly everywhere, and our update skips the backward of rows whose advantage is exactly 0; to compare
@@ -141,7 +142,8 @@ def run_trl(model_dir: Path, rows: list[dict], steps: int, max_new: int, seed: i
                         beta=0.0, num_iterations=1, epsilon=0.2, loss_type="dapo", scale_rewards="group",
                         max_steps=steps + 1, logging_steps=1, save_strategy="no", report_to="none",
                         use_cpu=True, bf16=False, fp16=False, seed=seed, dataloader_num_workers=0,
-                        disable_dropout=True, log_completions=False)
+                        disable_dropout=True, log_completions=False,
+                        gradient_checkpointing=False)  # TRL's GRPO default is True: recompute that ours does not do
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=dataset,
                           processing_class=tokenizer, callbacks=[clock])
     trainer.train()
