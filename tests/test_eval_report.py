@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from bugfix_rl import cli
-from bugfix_rl.evaluate.ablation import build_report
+from bugfix_rl.evaluate.ablation import ReportError, build_report
 from bugfix_rl.evaluate.checkpoint_eval import run_eval
 from bugfix_rl.evaluate.evaluate import success_counts
 from bugfix_rl.evaluate.intervals import arm_difference
@@ -336,3 +336,10 @@ def test_a_checkpoint_config_with_the_old_sandbox_keys_still_loads():
     cfg = config_from_meta({"config": raw}, "old.safetensors")
     assert cfg.env.sandbox.workers == 1 and cfg.env.sandbox.min_isolation == ["rlimits", "netns"]
     assert cfg.env.sandbox.timeout_s == TrainConfig().env.sandbox.timeout_s
+
+
+def test_report_refuses_runs_with_different_episode_counts(tmp_path):
+    _fake_run(tmp_path, "default", 0, [4, 2], 4, heldout=True)
+    _fake_run(tmp_path, "kl", 0, [8, 4], 8, heldout=True)
+    with pytest.raises(ReportError, match="different episode counts on the heldout tasks \\(4, 8\\)"):
+        build_report(tmp_path, "default")

@@ -92,6 +92,10 @@ def choose_source(runs: list[Run]) -> str:
             names = {tuple(map(str, r.tasks[source])) for r in runs}
             if len(names) > 1:
                 raise ReportError(f"runs were evaluated on different {source} tasks; cannot pair them")
+            episodes = sorted({r.episodes[source] for r in runs})
+            if len(episodes) > 1:  # the variance parts and the MDE assume one episode count
+                raise ReportError(f"runs were evaluated with different episode counts on the {source} tasks"
+                                  f" ({', '.join(map(str, episodes))}); report runs of one evaluation setting")
             return source
     raise ReportError("some runs have neither a held-out nor a test evaluation (eval.test=false and heldout_n=0)")
 
