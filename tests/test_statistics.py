@@ -237,6 +237,9 @@ def test_validation_stall_and_spent_signal_by_hand():
     assert not signal_spent(rows, window=3, threshold=0.8) and not signal_spent(rows, window=0, threshold=0.0)
     stop = StopConfig(patience=2)
     assert "no gain over step 10's pass@1 0.500 for 2 checkpoints" in stop_reason(stop, validation, rows, True)
+    inside = {**validation, 30: {"pass_at_1": 0.51}}  # above step 10, but by less than min_delta
+    reason = stop_reason(StopConfig(patience=2, min_delta=0.02), inside, rows, True)
+    assert "over step 10's pass@1 0.500" in reason  # the best before the window, not step 30 inside it
     assert stop_reason(stop, validation, rows, at_checkpoint=False) is None
 
 

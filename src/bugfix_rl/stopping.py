@@ -33,7 +33,8 @@ def signal_spent(rows: list[dict], window: int, threshold: float) -> bool:
 def stop_reason(stop, validation: dict[int, dict], rows: list[dict], at_checkpoint: bool) -> str | None:
     """The rule that ends the run now, in words, or None. `stop` is a config.StopConfig."""
     if at_checkpoint and validation_stalled(validation, stop.patience, stop.min_delta):
-        best = max(validation, key=lambda s: (validation[s]["pass_at_1"], -s))
+        before = sorted(validation)[:-stop.patience]  # the best the last `patience` checkpoints failed to beat
+        best = max(before, key=lambda s: (validation[s]["pass_at_1"], -s))
         return (f"validation: no gain over step {best}'s pass@1 {validation[best]['pass_at_1']:.3f} for"
                 f" {stop.patience} checkpoints")
     if signal_spent(rows, stop.zero_adv_window, stop.zero_adv_threshold):
