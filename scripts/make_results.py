@@ -154,19 +154,18 @@ def behaviour_section(run: Path, seed: int = 5, n: int = 32) -> list[str]:
 
 def starts_section(n: int = 16, group_size: int = 8, seed: int = 1) -> list[str]:
     """The book's §19.2 comparison of starting policies: `bugfix-rl starts` with its defaults."""
+    from bugfix_rl.commands import starting_policy
     from bugfix_rl.evaluate.starts import profile_policy, profiles_markdown
-    from bugfix_rl.train import cold_start
 
     cfg = TrainConfig()
     tokenizer = build_tokenizer_for(cfg)
     make_env, close = make_env_factory(cfg.env)
     profiles = []
     for name in ("rl_base", "sft", "scratch"):
-        model = build_policy(cfg.policy, tokenizer, init="scratch" if name == "scratch" else "rl_base")
-        if name == "sft":
-            losses = cold_start(cfg, model, tokenizer, make_env)
-            name = f"SFT cold start ({cfg.cold_start.steps} steps on {cfg.cold_start.demos} oracle demos, loss {losses[0]:.3f} -> {losses[-1]:.3f})"
-        label = {"rl_base": "RL base (policy.init=rl_base)", "scratch": "scratch (policy.init=scratch)"}.get(name, name)
+        model, losses = starting_policy(cfg, name, tokenizer, make_env)
+        label = (f"SFT cold start ({cfg.cold_start.steps} steps on {cfg.cold_start.demos} oracle demos, loss"
+                 f" {losses[0]:.3f} -> {losses[-1]:.3f})" if losses else f"{'RL base' if name == 'rl_base' else name}"
+                 f" (policy.init={name})")
         profiles.append(profile_policy(label, model.eval(), tokenizer, make_env, 1.0, n, group_size, seed))
     close()
     return [f"## 5. Starting policies before RL (`bugfix-rl starts`; 20 training tasks, {n} episodes per task for"

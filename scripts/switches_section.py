@@ -7,13 +7,13 @@ the training behaviour of the last 5 steps averaged over seeds (metrics.jsonl), 
 switch shows what the design review predicts.
 """
 
-import json
 import re
 import sys
 from pathlib import Path
 
 import bugfix_rl  # noqa: F401  (pins the CPU kernels before torch loads)
 
+from bugfix_rl.dashboard import read_metrics
 from bugfix_rl.evaluate.ablation import build_report, table_cells, table_header, verdicts
 
 DOC = Path("docs/RESULTS.md")
@@ -28,8 +28,8 @@ PREDICTED = {
 }
 
 
-def late_means(run_dir: Path, window: int = 5) -> dict:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][-window:]
+def key_means(rows: list[dict]) -> dict:
+    """Each LATE key's mean over the rows that have it (None where none does)."""
     out = {}
     for key in LATE:
         values = [r[key] for r in rows if r.get(key) is not None]
@@ -37,14 +37,10 @@ def late_means(run_dir: Path, window: int = 5) -> dict:
     return out
 
 
-def arm_late(report, arm: str) -> dict:
-    """LATE keys averaged over the arm's seeds (None where no seed has the key)."""
-    means = [late_means(r.path) for r in report.runs if r.arm == arm]
-    out = {}
-    for key in LATE:
-        values = [m[key] for m in means if m[key] is not None]
-        out[key] = sum(values) / len(values) if values else None
-    return out
+def arm_late(report, arm: str, window: int = 5) -> dict:
+    """LATE keys over the last `window` training steps of each of the arm's runs, averaged over its seeds."""
+    return key_means([key_means(read_metrics(r.path / "metrics.jsonl")[-window:])
+                      for r in report.runs if r.arm == arm])
 
 
 def observations(late: dict, held_out: dict) -> list[str]:
@@ -105,16 +101,11 @@ def section(root: Path, seconds: str) -> list[str]:
     lines += ["| " + " | ".join(table_cells(report, row)) + " |" for row in report.rows]
     lines += [""] + verdicts(report) + ["", "Training behaviour, last 5 steps, mean of seeds:", "",
                                         "| arm | predicted | " + " | ".join(LATE) + " |", "|" + "---|" * (len(LATE) + 2)]
+    late = {row.arm: arm_late(report, row.arm) for row in report.rows}
     for row in report.rows:
-        runs = [r for r in report.runs if r.arm == row.arm]
-        means = [late_means(r.path) for r in runs]
-        cells = []
-        for key in LATE:
-            values = [m[key] for m in means if m[key] is not None]
-            cells.append(f"{sum(values) / len(values):.2f}" if values else "-")
+        cells = ["-" if late[row.arm][key] is None else f"{late[row.arm][key]:.2f}" for key in LATE]
         lines.append(f"| {row.arm} | {PREDICTED.get(row.arm, 'reference')} | " + " | ".join(cells) + " |")
-    lines += [""] + observations({row.arm: arm_late(report, row.arm) for row in report.rows},
-                                 {row.arm: row.per_seed for row in report.rows})
+    lines += [""] + observations(late, {row.arm: row.per_seed for row in report.rows})
     lines += ["", f"Leakage canary: on in all {len(report.runs)} runs (the default); none stopped, so no hidden-test"
               " input reached an observation (tests/test_rewards.py shows it stopping a batch from an env that"
               " leaks one).", ""]

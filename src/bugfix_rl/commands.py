@@ -67,15 +67,29 @@ def sft_command(cfg, run_dir: Path) -> Path:
     return path
 
 
+def starting_policy(cfg, name: str, tokenizer, make_env, progress=None):
+    """(model, SFT losses or None) for one entry of starts.policies: rl_base and scratch are policy.init's
+    options, sft is the RL base after the cold start configured in cold_start.*, anything else a checkpoint
+    path. The RL base is built (or loaded from its cache) only when asked for."""
+    from bugfix_rl.policy.build import build_policy
+    from bugfix_rl.train import cold_start
+
+    if name not in ("rl_base", "sft"):
+        return build_policy(cfg.policy, tokenizer, init=name), None
+    model = build_policy(cfg.policy, tokenizer, init="rl_base", env_cfg=cfg.env, progress=progress)
+    return model, (cold_start(cfg, model, tokenizer, make_env) if name == "sft" else None)
+
+
 def starts_command(cfg) -> list:
     """`bugfix-rl starts [starts.policies=[rl_base,sft,scratch]]`: what RL can start from (§19.2).
 
     rl_base and scratch are policy.init's options; sft is the RL base after the cold start configured
     in cold_start.* (SFT on oracle demonstrations); anything else is a checkpoint path."""
+    from bugfix_rl.envs import make_env_factory
     from bugfix_rl.errors import UserError
     from bugfix_rl.evaluate.starts import HEADER, profile_cells, profile_policy
-    from bugfix_rl.policy.build import build_policy
-    from bugfix_rl.train import cold_start
+    from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.progress import PhaseProgress
 
     starts = cfg.starts
     if starts.n < 8 or starts.group_size < 2:
@@ -83,24 +97,15 @@ def starts_command(cfg) -> list:
     for name in starts.policies:
         if name not in ("rl_base", "sft", "scratch") and not Path(name).is_file():
             raise UserError(f"starts.policies: {name!r} is neither rl_base, sft, scratch nor a checkpoint file")
-    from bugfix_rl.envs import make_env_factory
-    from bugfix_rl.policy.build import build_tokenizer_for
-    from bugfix_rl.progress import PhaseProgress
-
     torch.set_num_threads(cfg.threads)
     tokenizer = build_tokenizer_for(cfg)
     make_env, close_env = make_env_factory(cfg.env)
     profiles = []
     try:
         for name in starts.policies:
-            if name in ("rl_base", "sft"):  # the RL base is built (or loaded from its cache) only when asked for
-                model = build_policy(cfg.policy, tokenizer, init="rl_base", env_cfg=cfg.env,
-                                     progress=PhaseProgress(bars=cfg.logger.console))
-                if name == "sft":
-                    losses = cold_start(cfg, model, tokenizer, make_env)
-                    name = f"sft ({cfg.cold_start.steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f})"
-            else:
-                model = build_policy(cfg.policy, tokenizer, init=name)
+            model, losses = starting_policy(cfg, name, tokenizer, make_env, PhaseProgress(bars=cfg.logger.console))
+            if losses:
+                name = f"sft ({cfg.cold_start.steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f})"
             profiles.append(profile_policy(name, model.eval(), tokenizer, make_env, cfg.algo.temperature,
                                            starts.n, starts.group_size, starts.seed))
     finally:

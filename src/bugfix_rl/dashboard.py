@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
+
 from bugfix_rl.evaluate.evaluate import behaviour_stats
 
 PANELS = {  # panel -> keys; quantities of different size never share an axis
@@ -29,17 +31,6 @@ CONSOLE_KEYS = ("reward", "reads", "tests", "entropy", "zero_adv_frac", "approx_
 ASYNC_KEYS = ("staleness_mean", "tis_truncated_frac")  # added to the console row when max_staleness > 0
 
 
-def _quantile(values: list[float], q: float) -> float | None:
-    """Linear-interpolated quantile (torch.quantile's rule); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def episode_diagnostics(trajectories) -> dict:
     """The design review's per-step episode diagnostics (docs/MEASUREMENT.md).
 
@@ -53,9 +44,11 @@ def episode_diagnostics(trajectories) -> dict:
     row: dict = {"public_hidden_gap": (sum(i.public_pass == 1.0 for i in graded) - sum(i.hidden_pass for i in graded))
                  / len(graded) if graded else None}
     for outcome, wanted in (("pass", True), ("fail", False)):
-        turns = [float(t.info.turns) for t in trajectories if bool(t.info.success) == wanted]
-        row[f"length_{outcome}_p50"] = _quantile(turns, 0.5)
-        row[f"length_{outcome}_p90"] = _quantile(turns, 0.9)
+        turns = torch.tensor([float(t.info.turns) for t in trajectories if bool(t.info.success) == wanted],
+                             dtype=torch.float64)
+        p50, p90 = torch.quantile(turns, torch.tensor([0.5, 0.9], dtype=torch.float64)).tolist() if len(turns) \
+            else (None, None)
+        row[f"length_{outcome}_p50"], row[f"length_{outcome}_p90"] = p50, p90
     return row
 
 

@@ -13,11 +13,9 @@ Three questions, answered before anything is trained:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from bugfix_rl.evaluate.power import VarianceComponents, required_units_t, seeds_needed, variance_components
-from bugfix_rl.evaluate.stats import required_units
+from bugfix_rl.evaluate.power import VarianceComponents, seeds_needed, units_needed
 
 TESTS = ("t", "z")
 
@@ -79,21 +77,14 @@ def compute_lines(budget) -> list[str]:
     ]
 
 
-def units(sd: float, effect: float, two_arms: bool, test: str, alpha: float, power: float) -> int | None:
-    """Seeds per arm (two_arms) or paired tasks that detect `effect`, by the t- or the z-test."""
-    if test == "z":
-        return required_units(math.sqrt(2) * sd if two_arms else sd, effect, alpha, power)
-    return required_units_t(sd, effect, two_arms, alpha, power)
-
-
 def power_table_lines(seed_sd: float | None, task_diff_sd: float | None, cfg) -> list[str]:
     name = "z-test (the book's)" if cfg.test == "z" else "t-test (noncentral t)"
     lines = [f"{name}, alpha {cfg.alpha:g}, power {cfg.power:g}: seed sd of an arm mean"
              f" {'-' if seed_sd is None else f'{seed_sd:.3f}'}, sd of per-task differences"
              f" {'-' if task_diff_sd is None else f'{task_diff_sd:.3f}'}"]
     for effect in cfg.effects:
-        seeds = units(seed_sd, effect, True, cfg.test, cfg.alpha, cfg.power) if seed_sd else None
-        tasks = units(task_diff_sd, effect, False, cfg.test, cfg.alpha, cfg.power) if task_diff_sd else None
+        seeds = units_needed(seed_sd, effect, True, cfg.test, cfg.alpha, cfg.power) if seed_sd else None
+        tasks = units_needed(task_diff_sd, effect, False, cfg.test, cfg.alpha, cfg.power) if task_diff_sd else None
         lines.append(f"effect {effect:.2f}: seeds per arm {'-' if seeds is None else seeds} |"
                      f" paired tasks {'-' if tasks is None else tasks}")
     return lines
@@ -145,10 +136,8 @@ def plan_lines(cfg) -> list[str]:
     if power.get("left_out"):
         lines.append(f"left out of the variances (at the floor or ceiling): {', '.join(power['left_out'])}")
     lines += power_table_lines(power["seed_sd"], power["task_diff_sd"], cfg)
-    kept = [r for r in report.rows if r.arm not in power.get("left_out", [])]
-    if any(len(r.seeds) >= 2 for r in kept):
-        parts = variance_components({r.arm: r.task_rates for r in kept}, report.reference, report.episodes)
-        lines += design_lines(parts, cfg)
+    if power["components"]:  # the report's own split of the sweep's variance (no arm with 2 seeds: none)
+        lines += design_lines(VarianceComponents(**power["components"]), cfg)
     lines.append("minimum detectable effect (80% power) of each comparison in this sweep:")
     for row in report.rows[1:]:
         mde = "n/a (one seed)" if row.mde is None else f"{row.mde:.3f}"

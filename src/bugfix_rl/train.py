@@ -105,8 +105,9 @@ class Trainer:
         extra = staleness_metrics(rollouts.kept, step)
         extra.update(advantage_stage(batch, rollouts.kept, algo, self.model, self.ref_model))
         grouped = batch.advantages.view(-1, algo.group_size)
-        extra["zero_adv_frac"] = float((grouped.abs().max(1).values == 0).float().mean())
-        extra["tasks_with_gradient"] = int((grouped.abs().max(1).values > 0).sum())  # groups = tasks drawn
+        informative = grouped.abs().max(1).values > 0  # [groups]: a group is one task drawn this step
+        extra["zero_adv_frac"] = float((~informative).float().mean())
+        extra["tasks_with_gradient"] = int(informative.sum())
         metrics = policy_update(self.model, self.optimizer, batch, algo, self.generator, self.ref_model)
         self._count_nonfinite(step, metrics)
         t2 = time.perf_counter()
@@ -180,24 +181,17 @@ def evaluate_with_transcripts(model, tokenizer, make_env, split: str, n: int, se
                               transcript_path: Path, episodes: list | None = None) -> dict:
     """evaluate_split plus per-episode behaviour means (`behaviour`: the tool table's numbers) and one
     decoded transcript per task (its first episode) written to `transcript_path`."""
-    tasks = make_tasks(split)
-    trajectories = sample_trajectories(model, tokenizer, tasks, n, make_env, temperature, seed)
+    trajectories: list = []
+    summary = evaluate_split(model, tokenizer, make_env, split, n, seed, temperature, trajectories)
     if episodes is not None:
         episodes.extend(trajectories)
-    summary = pass_rate_summary(success_counts(trajectories, len(tasks)), n)
-    summary["tasks_names"] = [t.name for t in tasks]
     summary["behaviour"] = behaviour_stats(trajectories)
-    transcript_path.parent.mkdir(parents=True, exist_ok=True)
-    transcript_path.write_text("".join(transcript(task.name, trajectories[i * n], tokenizer)
-                                       for i, task in enumerate(tasks)))
+    save_transcripts(transcript_path, make_tasks(split), trajectories, n, tokenizer)
     return summary
 
 
-def write_transcripts(model, tokenizer, make_env, split: str, n: int, seed: int, temperature: float,
-                      path: Path) -> None:
-    """One decoded episode per task of `split` (the first of n, own generator) written to `path`."""
-    tasks = make_tasks(split)
-    trajectories = sample_trajectories(model, tokenizer, tasks, n, make_env, temperature, seed)
+def save_transcripts(path: Path, tasks, trajectories, n: int, tokenizer) -> None:
+    """One decoded episode per task (the first of its n, task-contiguous trajectories) written to `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(transcript(task.name, trajectories[i * n], tokenizer) for i, task in enumerate(tasks)))
 
@@ -282,8 +276,10 @@ def run_training(cfg, run_dir: Path) -> dict:
         if not cfg.resume:
             keep(0, base)
             if cfg.eval.heldout_n > 0:  # the book's capture: one transcript per training task at step 0
-                write_transcripts(base, tokenizer, make_env, "train", 1, cfg.eval.heldout_seed_offset + cfg.seed + 1,
-                                  temperature, run_dir / "transcripts" / "train_step0.txt")
+                train_tasks = make_tasks("train")
+                save_transcripts(run_dir / "transcripts" / "train_step0.txt", train_tasks,
+                                 sample_trajectories(base, tokenizer, train_tasks, 1, make_env, temperature,
+                                                     cfg.eval.heldout_seed_offset + cfg.seed + 1), 1, tokenizer)
         with view.progress(cfg.steps, start) as advance:
             for step in range(start, cfg.steps):
                 row = trainer.step(step)
@@ -419,6 +415,7 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
     """finish_run's result dict, and the viewer's episodes (label -> viewer.pick_episodes output) of the
     test evaluation (else the held-out one); advance(name) after each policy evaluated."""
     episodes: dict[str, list] = {}
+    stopped = state.stopped or {"step": None, "reason": None}
 
     val_score = {s: v["pass_at_1"] for s, v in state.validation.items()}
     chosen_step = max(val_score, key=lambda s: (val_score[s], -s))  # best validation; ties -> earliest
@@ -426,9 +423,8 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
     temperature = cfg.algo.temperature
     result = {
         "chosen_step": chosen_step,
-        "stop": {"rule": dataclasses.asdict(cfg.stop), "stopped_at": (state.stopped or {}).get("step"),
-                 "reason": (state.stopped or {}).get("reason"),
-                 "steps_saved": cfg.steps - state.stopped["step"] if state.stopped else 0},
+        "stop": {"rule": dataclasses.asdict(cfg.stop), "stopped_at": stopped["step"], "reason": stopped["reason"],
+                 "steps_saved": cfg.steps - stopped["step"] if stopped["step"] else 0},
         "validation": {str(s): v for s, v in state.validation.items()},
         "config": {"seed": cfg.seed, "threads": cfg.threads, "arm": cfg.arm, "experiment": cfg.experiment,
                    "steps": cfg.steps, "versions": library_versions(),

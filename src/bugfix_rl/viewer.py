@@ -18,6 +18,8 @@ import math
 from pathlib import Path
 from urllib.parse import quote
 
+from bugfix_rl.evaluate.episodes import token_runs
+
 EPISODES_PER_KIND = 2  # successes and failures shown per task and policy
 
 CSS = """
@@ -73,32 +75,17 @@ def episode_html(task: str, trajectory, tokenizer, advantage: float) -> str:
     parts = [f'<div class="episode {"pass" if ok else "fail"}" data-task="{_e(task)}">',
              f'<div class="meta">{_e(task)}: {"solved" if ok else "not solved"}, reward {trajectory.reward:g},'
              f" group advantage {advantage:+.2f}, actions {_e(' -> '.join(trajectory.info.actions))}</div>"]
-    run: list[str] = []
-    is_policy = None
-
-    def flush():
-        if not run:
-            return
-        if is_policy:
-            parts.append('<div class="agent">' + "".join(run) + "</div>")
-        else:
-            parts.append('<div class="env">' + _e(tokenizer.decode([int(t) for t in run])) + "</div>")
-
-    ids, mask, logps = trajectory.ids, trajectory.policy_mask, trajectory.sampler_logp
-    for index in range(1, len(ids)):
-        policy = bool(mask[index])
-        if policy != is_policy:
-            flush()
-            run = []
-            is_policy = policy
-        if policy:
-            word = tokenizer.decode([ids[index]])
+    ids, logps = trajectory.ids, trajectory.sampler_logp
+    for policy, start, end in token_runs(trajectory.policy_mask):
+        if not policy:
+            parts.append('<div class="env">' + _e(tokenizer.decode([int(t) for t in ids[start:end]])) + "</div>")
+            continue
+        tokens = []
+        for index in range(start, end):
             logp = float(logps[index])
-            run.append(f'<span class="tok" style="{token_style(logp, advantage)}" title="log-prob {logp:.3f}'
-                       f' (p {math.exp(logp):.3f}), advantage {advantage:+.2f}">{_e(word)}</span>')
-        else:
-            run.append(ids[index])
-    flush()
+            tokens.append(f'<span class="tok" style="{token_style(logp, advantage)}" title="log-prob {logp:.3f}'
+                          f' (p {math.exp(logp):.3f}), advantage {advantage:+.2f}">{_e(tokenizer.decode([ids[index]]))}</span>')
+        parts.append('<div class="agent">' + "".join(tokens) + "</div>")
     parts.append("</div>")
     return "\n".join(parts)
 

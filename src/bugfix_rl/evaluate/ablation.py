@@ -18,16 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from bugfix_rl.evaluate.intervals import arm_difference, paired_task_interval
-from bugfix_rl.evaluate.power import (minimum_detectable_effect, required_units_t, seeds_needed,
-                                      variance_components)
-from bugfix_rl.evaluate.stats import required_units
+from bugfix_rl.evaluate.power import minimum_detectable_effect, seeds_needed, units_needed, variance_components
 
 EFFECTS = (0.10, 0.05, 0.02)
 FLOOR = 0.05  # arms with mean pass@1 outside [FLOOR, 1 - FLOOR] are left out of the variance estimates
@@ -191,11 +188,10 @@ def power_analysis(rows: list[ArmRow], effects=EFFECTS, episodes: int | None = N
     for effect in effects:
         table.append({
             "effect": effect,
-            "seeds_per_arm": required_units_t(seed_sd, effect, two_arms=True) if seed_sd else None,
-            "paired_tasks": required_units_t(task_diff_sd, effect, two_arms=False) if task_diff_sd else None,
-            # two independent arm means: the difference has sd sqrt(2) * seed sd (the book's z-test)
-            "seeds_per_arm_z": required_units(math.sqrt(2) * seed_sd, effect) if seed_sd else None,
-            "paired_tasks_z": required_units(task_diff_sd, effect) if task_diff_sd else None,
+            "seeds_per_arm": units_needed(seed_sd, effect, two_arms=True) if seed_sd else None,
+            "paired_tasks": units_needed(task_diff_sd, effect, two_arms=False) if task_diff_sd else None,
+            "seeds_per_arm_z": units_needed(seed_sd, effect, two_arms=True, test="z") if seed_sd else None,
+            "paired_tasks_z": units_needed(task_diff_sd, effect, two_arms=False, test="z") if task_diff_sd else None,
             "design_seeds": (seeds_needed(parts, num_tasks, episodes, effect)
                              if parts is not None and num_tasks >= 2 else None),
         })

@@ -13,18 +13,22 @@ from typing import Callable
 from bugfix_rl.gym.ops import code_states
 
 
+def token_runs(policy_mask) -> list[tuple[bool, int, int]]:
+    """[(is_policy, start, end)]: maximal runs of positions 1.. (after the first token) with one mask value."""
+    runs: list[tuple[bool, int, int]] = []
+    for index in range(1, len(policy_mask)):
+        policy = bool(policy_mask[index])
+        if runs and runs[-1][0] == policy:
+            runs[-1] = (policy, runs[-1][1], index + 1)
+        else:
+            runs.append((policy, index, index + 1))
+    return runs
+
+
 def turns(trajectory, tokenizer) -> list[tuple[str, str]]:
     """[(speaker, text)]: the episode as alternating env / agent runs of tokens (the prompt is env)."""
-    out, run, is_policy = [], [], None
-    for token, policy in zip(trajectory.ids[1:], trajectory.policy_mask[1:]):
-        if policy != is_policy and run:
-            out.append(("agent" if is_policy else "env", tokenizer.decode(run)))
-            run = []
-        run.append(token)
-        is_policy = policy
-    if run:
-        out.append(("agent" if is_policy else "env", tokenizer.decode(run)))
-    return out
+    return [("agent" if policy else "env", tokenizer.decode(list(trajectory.ids[start:end])))
+            for policy, start, end in token_runs(trajectory.policy_mask)]
 
 
 def transcript(task_name: str, trajectory, tokenizer) -> str:

@@ -20,6 +20,8 @@ import torch
 from scipy.stats import nct
 from scipy.stats import t as student_t
 
+from bugfix_rl.evaluate.stats import required_units
+
 MAX_UNITS = 100_000
 
 
@@ -65,6 +67,16 @@ def required_units_t(unit_sd: float, effect: float, two_arms: bool, alpha: float
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if reaches(mid) else (mid + 1, hi)
     return lo
+
+
+def units_needed(sd: float, effect: float, two_arms: bool, test: str = "t", alpha: float = 0.05,
+                 power: float = 0.8) -> int | None:
+    """Seeds per arm (two_arms; `sd` the seed sd of one arm's mean) or paired tasks (`sd` of the per-task
+    differences) that detect `effect`: by the noncentral t (test 't') or the book's z-test ('z', where
+    two arm means differ with sd sqrt(2) * sd)."""
+    if test == "z":
+        return required_units(math.sqrt(2) * sd if two_arms else sd, effect, alpha, power)
+    return required_units_t(sd, effect, two_arms, alpha, power)
 
 
 def minimum_detectable_effect(se: float, df: float, alpha: float = 0.05, power: float = 0.8) -> float:

@@ -48,11 +48,6 @@ class RewardSpec:
                 or self.step_penalty < 0 or self.partial_alpha < 0:
             raise ValueError("step_penalty and partial_alpha must be finite and >= 0")
 
-    @classmethod
-    def of(cls, env_cfg) -> "RewardSpec":
-        return cls(env_cfg.reward, env_cfg.partial_alpha, env_cfg.flaky_rate, env_cfg.step_penalty,
-                   env_cfg.truncation)
-
 
 def episode_seed(*parts) -> int:
     """A stable 32-bit seed from strings and ints (crc32; Python's hash() is salted per process)."""

@@ -36,7 +36,10 @@ class EditMenuChatOracle:
     """read -> edit <the rule's op> -> test -> submit, as chat tool calls."""
 
     def __init__(self):
-        self.plan = [call_text("read", {})]
+        self.plan: list[str] = []
+
+    def start(self, user_message: str) -> str:
+        return call_text("read", {})
 
     def __call__(self, responses: list[str]) -> str:
         if responses and responses[0].startswith("def "):
@@ -53,11 +56,10 @@ class ToolsChatOracle:
         self.edited = False
 
     def __call__(self, responses: list[str]) -> str:
-        if self.file is None:
-            return ""  # set by start()
-        if not self.edited and responses and CAT_N_LINE.match(responses[0].splitlines()[0] if responses[0] else ""):
+        lines = responses[0].splitlines() if responses else []
+        if not self.edited and lines and CAT_N_LINE.match(lines[0]):  # the Read listing
             self.edited = True
-            source = "\n".join(CAT_N_LINE.match(line).group(1) for line in responses[0].splitlines()) + "\n"
+            source = "\n".join(CAT_N_LINE.match(line).group(1) for line in lines) + "\n"
             fixed = getattr(ops, infer_op(code_to_words(source)))(source)
             if fixed is not None:
                 old, new = changed_lines(source, fixed)
@@ -96,11 +98,12 @@ def chat_oracle_for(env):
 
 
 def chat_scripted_episode(oracle, env, path, group: int = 0) -> Trajectory:
-    """Roll a chat oracle through `env` on the token path; its turns are policy tokens (log-prob 0)."""
+    """Roll a chat oracle (start(user message) -> first turn's text, then responses -> next turn's text)
+    through `env` on the token path; its turns are policy tokens (log-prob 0)."""
     front_end = chat_front_end(env)
     user = front_end.user_message(env)
     transcript = Transcript(path.prompt_ids(front_end.system, user, front_end.tools))
-    text = oracle.start(user) if hasattr(oracle, "start") else oracle([])
+    text = oracle.start(user)
     while True:
         ids = path.encode(text) + [path.end_of_turn_id]
         transcript.add_sampled(ids, [0.0] * len(ids))
