@@ -42,6 +42,7 @@ class EnvConfig:
     max_edits: int = 1  # edit menu: edit attempts allowed, later ones refused
     rename: bool = True  # replace the function name by an unrelated one from the gym's pool
     rename_operands: bool = False  # RL tasks: each group's task with its operands renamed from OPERAND_POOL
+    shape_variants: float = 0.0  # RL tasks: share of groups on a shape variant of the task (gym/shape_variants.py)
     reward: str = "hidden"  # hidden: all hidden tests pass; public: all public pass (hackable); partial; mixed
     partial_alpha: float = 0.1  # reward=mixed: 1[all hidden pass] + partial_alpha * fraction passed
     flaky_rate: float = 0.0  # each test outcome behind the reward flips with this probability
@@ -103,6 +104,7 @@ class ToolsBaseRecipeConfig:
     p_wander: float = 0.15
     p_malformed: float = 0.04
     p_renamed_operands: float = 0.9  # share of episodes on copies with operands renamed from OPERAND_POOL
+    p_shape_variant: float = 0.0  # share of episodes on a shape variant of the task (gym/shape_variants.py)
 
 
 @dataclass
@@ -431,6 +433,8 @@ def validate(cfg) -> None:
     _validate_rollout(cfg)
     if cfg.env.name == "tools" and cfg.env.truncation != "zero":
         raise ConfigError("env.truncation is an edit-menu switch: the tools env always grades the final file")
+    if not 0 <= cfg.env.shape_variants <= 1:
+        raise ConfigError(f"env.shape_variants must lie in [0, 1] (a share of groups), got {cfg.env.shape_variants}")
     if not (0 <= cfg.env.flaky_rate <= 0.5 and 0 <= cfg.env.step_penalty < math.inf and 0 <= cfg.env.partial_alpha < math.inf):
         raise ConfigError("env.flaky_rate must lie in [0, 0.5]; env.step_penalty and env.partial_alpha must be >= 0")
     stop = cfg.stop

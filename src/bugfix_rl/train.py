@@ -89,7 +89,7 @@ class Trainer:
         for ahead in range(step, step + self.cfg.rollout.max_staleness + 1):
             if ahead not in self.in_flight and (ahead == step or ahead < self.cfg.steps):
                 chosen = draw_step_tasks(self.tasks, self.algo, self.generator, self.task_stats,
-                                         self.cfg.env.rename_operands)
+                                         self.cfg.env.rename_operands, self.cfg.env.shape_variants)
                 self.in_flight[ahead] = self.pool.submit(chosen, self.algo.group_size, self.algo.temperature,
                                                          self.generator)
 
@@ -99,7 +99,7 @@ class Trainer:
         self._fill_pipeline(step)
         first_round = self.pool.result(self.in_flight.pop(step))
         rollouts = collect_step(self.pool, self.tasks, algo, self.generator, self.task_stats, first_round,
-                                self.cfg.env.rename_operands)
+                                self.cfg.env.rename_operands, self.cfg.env.shape_variants)
         t1 = time.perf_counter()
         batch = collate(rollouts.kept, self.tokenizer.pad_id)
         extra = staleness_metrics(rollouts.kept, step)

@@ -70,9 +70,11 @@ def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg=None, on_episode:
 
 
 def noisy_tools_demonstrations(recipe, tokenizer: Tokenizer, env_cfg, on_episode: Callable[[], None] = _nothing):
-    """`recipe.episodes` NoisyToolsPolicy episodes on training tasks (renamed operands mostly), in a
+    """`recipe.episodes` NoisyToolsPolicy episodes on training tasks (renamed operands mostly, shape
+    variants with probability recipe.p_shape_variant), in a
     tools env of `env_cfg` with its own sandbox (Bash runs and the final grading need one); on_episode()
     after each."""
+    from bugfix_rl.gym.shape_variants import shape_variant
     from bugfix_rl.gym.tools_env import make_tools_env_factory
     from bugfix_rl.policy.scripted_tools import NoisyToolsPolicy
 
@@ -85,6 +87,8 @@ def noisy_tools_demonstrations(recipe, tokenizer: Tokenizer, env_cfg, on_episode
         demos = []
         for i in range(recipe.episodes):
             task = tasks[i % len(tasks)]
+            if recipe.p_shape_variant > 0 and rng.random() < recipe.p_shape_variant:
+                task = shape_variant(task, rng) or task
             if rng.random() < recipe.p_renamed_operands:
                 task = with_renamed_operands(task, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), f"d{i}")
             memory = [with_renamed_operands(t, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), "m")

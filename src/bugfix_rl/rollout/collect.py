@@ -7,11 +7,13 @@ filtering and the curriculum reweight which training tasks are drawn, from their
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
+from bugfix_rl.gym.shape_variants import shape_variant
 from bugfix_rl.gym.tasks import OPERAND_POOL, Task, base_task_name, operand_names, with_renamed_operands
 from bugfix_rl.rollout.pool import InlinePool
 from bugfix_rl.rollout.trajectory import Trajectory
@@ -90,12 +92,33 @@ def sample_groups(model, tokenizer, tasks: list[Task], group_size: int, make_env
     return InlinePool(model, tokenizer, make_env).submit(tasks, group_size, temperature, generator, first_group)
 
 
-def draw_step_tasks(tasks: list[Task], algo, generator: torch.Generator,
-                    task_stats: TaskStats | None = None, rename_operands: bool = False) -> list[Task]:
+def with_shape_variants_drawn(tasks: list[Task], rate: float, generator: torch.Generator) -> list[Task]:
+    """Each task replaced, with probability `rate`, by a shape variant of it (gym/shape_variants.py:
+    one operand or literal of its body changed, tests recomputed from its fix), drawn from `generator`."""
+    out = []
+    for task in tasks:
+        if float(torch.rand((), generator=generator)) < rate:
+            rng = random.Random(int(torch.randint(2**62, (), generator=generator)))
+            task = shape_variant(task, rng) or task
+        out.append(task)
+    return out
+
+
+def augmented(tasks: list[Task], generator: torch.Generator, rename_operands: bool = False,
+              shape_variants: float = 0.0) -> list[Task]:
+    """RL data augmentation of drawn training tasks: shape variants first (env.shape_variants), then
+    renamed operands (env.rename_operands). Neither touches `generator` when it is off."""
+    if shape_variants > 0:
+        tasks = with_shape_variants_drawn(tasks, shape_variants, generator)
+    return with_renamed_operands_drawn(tasks, generator) if rename_operands else tasks
+
+
+def draw_step_tasks(tasks: list[Task], algo, generator: torch.Generator, task_stats: TaskStats | None = None,
+                    rename_operands: bool = False, shape_variants: float = 0.0) -> list[Task]:
     """The step's tasks (prompts_per_step of them), weighted by filtering / the curriculum if on;
-    with rename_operands, each with its operands renamed (one copy per group)."""
+    augmented (one copy per group) as `augmented` says."""
     chosen = draw_tasks(tasks, algo.prompts_per_step, _task_weights(tasks, algo, task_stats), generator)
-    return with_renamed_operands_drawn(chosen, generator) if rename_operands else chosen
+    return augmented(chosen, generator, rename_operands, shape_variants)
 
 
 def _task_weights(tasks: list[Task], algo, task_stats: TaskStats | None) -> torch.Tensor:
@@ -103,7 +126,8 @@ def _task_weights(tasks: list[Task], algo, task_stats: TaskStats | None) -> torc
 
 
 def collect_step(pool, tasks: list[Task], algo, generator: torch.Generator, task_stats: TaskStats | None = None,
-                 first_round: list[Trajectory] | None = None, rename_operands: bool = False) -> StepRollouts:
+                 first_round: list[Trajectory] | None = None, rename_operands: bool = False,
+                 shape_variants: float = 0.0) -> StepRollouts:
     """One step's rollouts through `pool` (rollout/pool.py).
 
     first_round: the step's first sampling round when it was submitted earlier (bounded staleness,
@@ -112,7 +136,7 @@ def collect_step(pool, tasks: list[Task], algo, generator: torch.Generator, task
     """
     G = algo.group_size
     if first_round is None:
-        chosen = draw_step_tasks(tasks, algo, generator, task_stats, rename_operands)
+        chosen = draw_step_tasks(tasks, algo, generator, task_stats, rename_operands, shape_variants)
         first_round = pool.result(pool.submit(chosen, G, algo.temperature, generator))
     sampled = first_round
     groups = [sampled[i:i + G] for i in range(0, len(sampled), G)]
@@ -124,8 +148,7 @@ def collect_step(pool, tasks: list[Task], algo, generator: torch.Generator, task
             if not degenerate:
                 break
             refill = draw_tasks(tasks, len(degenerate), weights, generator)
-            if rename_operands:
-                refill = with_renamed_operands_drawn(refill, generator)
+            refill = augmented(refill, generator, rename_operands, shape_variants)
             fresh = pool.result(pool.submit(refill, G, algo.temperature, generator, first_group=len(sampled) // G))
             sampled = sampled + fresh
             for slot, start in zip(degenerate, range(0, len(fresh), G)):

@@ -1,0 +1,135 @@
+"""Shape variants of the training tasks: the same bug on a line of another shape (data augmentation).
+
+TinyAgent learns its lines from 20 training sources. Renaming operands (`with_renamed_operands`)
+varies the names but not the shapes, and with one shared identifier embedding a renamed copy looks
+the same to the network, so the agent learns line continuations by heart ("after `* 2` the line
+ends", from `acc += x * 2`) and miscopies a held-out line whose shape differs (`miles * 2 // hours`).
+A shape variant changes one operand or literal of a training task's buggy body:
+
+- literal: an operand occurrence becomes a constant (`min ( lo , ...` -> `min ( 1 , ...`);
+- scaled:  an operand occurrence `x` becomes `x * c` or `x + c`;
+- operand: a literal becomes one of the function's parameters.
+
+The bug's family and its fix op stay the same. Its tests are recomputed by differential testing: the
+expected value of each of the task's inputs is what the family's fix, applied to the variant, returns
+(trusted code, run in-process like the edit menu's). A variant is kept only if that fix runs without
+an error on every input and is not a constant function, the buggy variant fails at least one public
+and one hidden input, and no line
+of it, buggy or fixed, equals a line of a held-out task that no training task has, once operand
+names are blanked out (so the held-out lines stay unseen as shapes, not only as names). Constants come from the training sources
+only (`TRAIN_CONSTANTS`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from functools import lru_cache
+
+from bugfix_rl.gym import ops
+from bugfix_rl.gym.tasks import Task, make_tasks, operand_names
+
+TRAIN_CONSTANTS = ("0", "1", "2", "10")  # every number in the training sources (held-out ones: 3, 255, ...)
+KINDS = ("literal", "scaled", "operand")
+_WORD = re.compile(r"[A-Za-z_]\w*|\d+")
+
+
+def _blanked(line: str, operands: set[str]) -> str:
+    """A line's code tokens with every operand name replaced by `N` (indentation and spacing dropped)."""
+    return " ".join("N" if word in operands else word for word in ops._TOKEN.findall(line))
+
+
+def _line_shapes(split: str) -> set[str]:
+    """Every line of every task of `split`, buggy and fixed, with operand names blanked out."""
+    shapes = set()
+    for task in make_tasks(split):
+        operands = set(operand_names(task))
+        fixed = ops.apply_op(task, task.source, task.fix_op)
+        for source in (task.source, fixed):
+            shapes.update(_blanked(line, operands) for line in source.splitlines() if line.strip())
+    return shapes
+
+
+@lru_cache(maxsize=1)
+def unseen_heldout_line_shapes() -> frozenset[str]:
+    """The held-out tasks' line shapes (buggy and fixed, operand names blanked) that no training task
+    has: a variant must not write one (`return N * 2 // N`, `return min ( 0 , max ( N , N ) )`, ...)."""
+    return frozenset(_line_shapes("heldout") - _line_shapes("train"))
+
+
+def _body_slots(source: str, operands: set[str]) -> list[tuple[int, int, str]]:
+    """(start, end, word) of each operand or number in the body that a variant may change: not on the
+    def line, not an assignment target, not a loop variable."""
+    slots = []
+    offset = len(source.split("\n", 1)[0]) + 1
+    for line in source[offset:].split("\n"):
+        targets = set(re.findall(r"^\s*(\w+)\s*[-+*/]?=(?!=)", line)) | set(re.findall(r"\bfor\s+(\w+)\s+in\b", line))
+        for match in _WORD.finditer(line):
+            word = match.group(0)
+            subscripted = line[match.end():].lstrip().startswith("[")  # `xs[0]`: a literal cannot be indexed
+            if ((word in operands and word not in targets) or word.isdigit()) and not subscripted:
+                slots.append((offset + match.start(), offset + match.end(), word))
+        offset += len(line) + 1
+    return slots
+
+
+def _changed(task: Task, source: str, rng: random.Random) -> str | None:
+    """The source with one slot changed by a random kind, or None when that kind has no slot."""
+    operands = set(operand_names(task))
+    params = [w for w in re.findall(r"\w+", source.split("(", 1)[1].split(")", 1)[0])]
+    kind = rng.choice(KINDS)
+    slots = [s for s in _body_slots(source, operands) if s[2].isdigit() == (kind == "operand")]
+    if not slots:
+        return None
+    start, end, word = rng.choice(slots)
+    if kind == "literal":
+        replacement = rng.choice([c for c in TRAIN_CONSTANTS if c != word])
+    elif kind == "scaled":
+        replacement = f"{word} {rng.choice('*+')} {rng.choice(TRAIN_CONSTANTS[1:])}"
+    else:
+        replacement = rng.choice(params)
+    return source[:start] + replacement + source[end:]
+
+
+def _graded(task: Task, source: str, tag: str) -> Task | None:
+    """The variant with tests recomputed from its fix, or None if it breaks a rule of the module doc."""
+    fixed = ops.apply_op(task, source, task.fix_op)
+    if fixed is None or fixed == source:
+        return None
+    operands = set(operand_names(task))
+    shapes = unseen_heldout_line_shapes()
+    if any(_blanked(line, operands) in shapes for text in (source, fixed) for line in text.splitlines() if line.strip()):
+        return None
+    try:
+        public = ops.run_cases(fixed, task.fn_name, task.public_tests)
+        hidden = ops.run_cases(fixed, task.fn_name, task.hidden_tests)
+    except Exception:  # a variant that does not compile
+        return None
+    if any(out is ops._ERROR for out in public + hidden):
+        return None
+    public_tests = tuple((args, out) for (args, _), out in zip(task.public_tests, public))
+    hidden_tests = tuple((args, out) for (args, _), out in zip(task.hidden_tests, hidden))
+    buggy_public = ops.run_cases(source, task.fn_name, public_tests)
+    buggy_hidden = ops.run_cases(source, task.fn_name, hidden_tests)
+    if len({repr(out) for out in public + hidden}) == 1:
+        return None  # the fix is a constant function (`x // 0` guarded by `if 0 == 0`)
+    if all(ops._same(o, e) for o, (_, e) in zip(buggy_public, public_tests)) or \
+            all(ops._same(o, e) for o, (_, e) in zip(buggy_hidden, hidden_tests)):
+        return None
+    return Task(f"{task.name}~{tag}", task.fn_name, source, public_tests, hidden_tests, task.split)
+
+
+def shape_variant(task: Task, rng: random.Random, tries: int = 16) -> Task | None:
+    """A shape variant of a training task (module doc), drawn with `rng`, or None if `tries` draws all
+    broke a rule. Its name is `<task>~s<hash of its source>`, unique per source (gym/ops.py caches by name)."""
+    if task.split != "train":
+        raise ValueError(f"shape variants are made from training tasks only, not {task.name!r}")
+    for _ in range(tries):
+        source = _changed(task, task.source, rng)
+        if source is None:
+            continue
+        variant = _graded(task, source, "s" + hashlib.sha256(source.encode()).hexdigest()[:8])
+        if variant is not None:
+            return variant
+    return None

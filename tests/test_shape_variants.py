@@ -1,0 +1,82 @@
+"""Shape variants of the training tasks (gym/shape_variants.py): graded by their own fix, still buggy,
+built from training constants only, and never a held-out line's shape."""
+
+import random
+import re
+
+import pytest
+import torch
+
+from bugfix_rl.config import AlgoConfig
+from bugfix_rl.gym import ops
+from bugfix_rl.gym.shape_variants import TRAIN_CONSTANTS, shape_variant, unseen_heldout_line_shapes
+from bugfix_rl.gym.tasks import OPERAND_POOL, base_task_name, make_tasks, operand_names, task_by_name
+
+TRAIN = make_tasks("train")
+
+
+def _variants(per_task=12, seed=0):
+    rng = random.Random(seed)
+    return [(task, v) for task in TRAIN for v in (shape_variant(task, rng) for _ in range(per_task)) if v is not None]
+
+
+def test_a_variant_is_graded_by_its_own_fix_and_stays_buggy():
+    variants = _variants()
+    assert len({v.source for _, v in variants}) > 100
+    for family in ("minmax", "range", "compare", "zero", "init"):  # every family gets variants
+        assert any(t.family == family for t, _ in variants), family
+    for task, variant in variants:
+        assert variant.split == "train" and variant.fix_op == task.fix_op and base_task_name(variant.name) == task.name
+        assert variant.source != task.source
+        states = ops.code_states(variant)
+        assert not states[None].hidden_pass and states[None].public_pass < 1  # the bug shows in both
+        assert states[variant.fix_op].hidden_pass and states[variant.fix_op].public_pass == 1
+        assert [args for args, _ in variant.hidden_tests] == [args for args, _ in task.hidden_tests]
+        assert len({repr(e) for _, e in variant.public_tests + variant.hidden_tests}) > 1  # not a constant
+
+
+def test_a_variant_writes_no_heldout_shape_and_no_heldout_constant():
+    """No line of a variant or of its fix is a held-out line's shape that training lacks (operand names
+    blanked), and every number in it is a training constant."""
+    shapes = unseen_heldout_line_shapes()
+    assert "return min ( 0 , max ( N , N ) )" in shapes and "return N * 2 // N" in shapes
+    assert "for N in range ( 0 , N , N ) :" in shapes
+    heldout_names = {n for t in make_tasks("heldout") for n in operand_names(t)}
+    for task, variant in _variants(seed=1):
+        operands = set(operand_names(task))
+        fixed = ops.apply_op(variant, variant.source, variant.fix_op)
+        for text in (variant.source, fixed):
+            for line in text.splitlines():
+                words = ops._TOKEN.findall(line)
+                assert " ".join("N" if w in operands else w for w in words) not in shapes, line
+                assert {w for w in words if w.isdigit()} <= set(TRAIN_CONSTANTS), line
+                assert not heldout_names & set(words), line
+
+
+def test_shape_variants_are_made_from_training_tasks_only():
+    with pytest.raises(ValueError, match="training tasks only"):
+        shape_variant(task_by_name("zero/speed"), random.Random(0))
+
+
+def test_rl_draws_variants_at_the_configured_rate_and_leaves_the_draw_alone_when_off():
+    from bugfix_rl.rollout.collect import draw_step_tasks
+
+    algo = AlgoConfig(prompts_per_step=200)
+    off = draw_step_tasks(TRAIN, algo, torch.Generator().manual_seed(0), rename_operands=True)
+    again = draw_step_tasks(TRAIN, algo, torch.Generator().manual_seed(0), rename_operands=True, shape_variants=0.0)
+    assert [t.source for t in off] == [t.source for t in again]  # rate 0 draws nothing extra
+    drawn = draw_step_tasks(TRAIN, algo, torch.Generator().manual_seed(0), rename_operands=True, shape_variants=0.5)
+    repeat = draw_step_tasks(TRAIN, algo, torch.Generator().manual_seed(0), rename_operands=True, shape_variants=0.5)
+    assert [t.source for t in drawn] == [t.source for t in repeat]  # seeded
+    shaped = [t for t in drawn if re.search(r"~s[0-9a-f]{8}~", t.name)]
+    assert 0.3 < len(shaped) / len(drawn) < 0.6  # ~0.5, less the rare task whose 16 tries all failed
+    assert all(set(operand_names(t)) <= set(OPERAND_POOL) for t in drawn)  # renamed after shaping
+
+
+def test_the_config_refuses_a_share_outside_0_1():
+    from bugfix_rl.config import ConfigError, TrainConfig, validate
+
+    cfg = TrainConfig()
+    cfg.env.shape_variants = 1.5
+    with pytest.raises(ConfigError, match="env.shape_variants"):
+        validate(cfg)
