@@ -290,6 +290,8 @@ def test_every_architecture_switch_and_the_kernels_change_the_base_key(monkeypat
     keys.append(key())
     cfg.policy.copy_suffix_match = True
     keys.append(key())
+    cfg.policy.copy_edit_align = True
+    keys.append(key())
     monkeypatch.setattr(rl_base, "kernel_signature", lambda: "aten=AVX512 mkl_cbwr=auto onednn=auto")
     keys.append(key())
     assert len(set(keys)) == len(keys), keys
@@ -358,3 +360,53 @@ def test_preflight_passes_on_the_tools_env_with_the_copy_head():
         close()
     assert {name for name, check in checks.items() if not check["ok"]} == set()
     assert checks["sampler = trainer log-prob"]["value"] < 1e-4
+
+
+def test_edit_alignment_points_at_the_old_string_token_in_line_with_the_one_being_written():
+    """By hand: OLD=5, NEW=6, END=2. `Edit f old a b c new x` -> writing new's k-th token aligns with
+    old's k-th; nothing before `new`, after the end token, or past old_string's length."""
+    from bugfix_rl.policy.copy_head import edit_alignment
+
+    #         0   1   2  3   4   5   6   7   8   9  10  11
+    ids = torch.tensor([[9, 5, 20, 21, 22, 6, 30, 31, 32, 33, 2, 9]])
+    # t=5 (`new`) predicts new's token 0 -> old's token 0 at position 2; t=6 -> 3; t=7 -> 4; t=8 -> 5 is
+    # `new` itself (past old_string): none; t=10 (the end token) and after: none
+    expected = [-1, -1, -1, -1, -1, 2, 3, 4, -1, -1, -1, -1]
+    assert edit_alignment(ids, 5, 6, [2]).tolist() == [expected]
+    # `new` before `old` (a malformed call) and a second call reusing old's position: no feature
+    assert edit_alignment(torch.tensor([[6, 20, 5, 21]]), 5, 6, [2]).tolist() == [[-1, -1, -1, -1]]
+
+
+def test_the_aligned_feature_copies_the_token_in_line_and_cached_steps_equal_the_full_pass():
+    torch.manual_seed(0)
+    cfg = TinyAgentConfig(max_len=64, copy_head=True, shared_identifier_embedding=True, copy_softcap=1.5,
+                          copy_edit_align=True)
+    model = TinyAgent(40, cfg, identifier_ids=[10, 11, 12], edit_markers=(5, 6, [2, 3]))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    ids = torch.randint(4, 20, (3, 16), generator=torch.Generator().manual_seed(1))
+    ids[:, 3], ids[:, 8] = 5, 6  # an Edit's old (tokens 4-7) and new (tokens 9-)
+    ids[2, 12] = 2  # row 2's call ends early
+    full = model(ids)
+    cache, position = model.new_cache(3), [0, 0, 0]
+    for chunk in ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]):
+        feed = torch.zeros(3, max(chunk), dtype=torch.long)
+        for b, n in enumerate(chunk):
+            feed[b, :n] = ids[b, position[b]:position[b] + n]
+        out = model.forward_step(feed, torch.tensor(chunk), cache)
+        for b, n in enumerate(chunk):
+            position[b] += n
+            if n:
+                torch.testing.assert_close(out[b], full[b, position[b] - 1], atol=1e-5, rtol=1e-5)
+    with torch.no_grad():  # the feature alone decides: the aligned old token is copied
+        model.copy.query.weight.zero_()
+        model.copy.query.bias.zero_()
+        model.copy.match_weight.zero_()
+        model.copy.gate.weight.zero_()
+        model.copy.gate.bias.fill_(-30.0)
+        model.copy.align_weight.fill_(20.0)
+    #                    0  1   2   3  4   5   6
+    ids = torch.tensor([[5, 11, 12, 6, 7, 11, 9]])  # old 11 12 new 7 ...
+    logp = model(ids)[0]
+    assert logp[3].argmax().item() == 11 and logp[4].argmax().item() == 12

@@ -14,6 +14,13 @@ an exact 3-gram match (~9.6) and breaking the copy of `return min ( 0 , ...` in 
 c = 6 a full match is hard to outvote while the learned term still picks among unmatched positions
 (writing new_string); at c = 3 it is too weak for that and RL learned far more slowly.
 
+With `copy_edit_align`, one more feature, w_align [j = aligned(t)], scores the position of the Edit's
+old_string token that lines up with the new_string token being written: writing the k-th token after
+`new`, aligned(t) is the k-th token after the call's `old` (while it lies before `new`; no feature
+before a call's `new`, after a `;`, or outside the agent's turn). new_string is old_string with a few
+tokens changed, and where the change breaks the n-gram match (`max ( 0` after `min ( 0` was swapped
+to `max (`: the 2-gram `max (` points at `max ( level`), the aligned position still says `0`.
+
 Every consumer works on log P (the sampler samples from it, the trainer recomputes it, ratios, KL and
 entropy use it), so token-in/token-out stays exact (../shared/notes/copy-head.md).
 """
@@ -63,6 +70,23 @@ def match_scores(query_ids: torch.Tensor, candidate_prev_ids: torch.Tensor, weig
     return total
 
 
+def edit_alignment(ids: torch.Tensor, old_id: int, new_id: int, end_ids: list[int]) -> torch.Tensor:
+    """For each position t of ids [B, T], the position of old_string's k-th token when the token after t
+    is new_string's k-th (k = t - position of the last `new`), else -1. [B, T] long.
+
+    Active only after a call's `new` that follows its `old` with no end token (`;`, end of action or of
+    observation) since `new`, and only while the aligned position lies before that `new`."""
+    B, T = ids.shape
+    position = torch.arange(T).expand(B, T)
+    none = torch.full_like(position, -1)
+    last_old = torch.where(ids == old_id, position, none).cummax(1).values  # [B, T]
+    last_new = torch.where(ids == new_id, position, none).cummax(1).values
+    last_end = torch.where(torch.isin(ids, torch.tensor(end_ids)), position, none).cummax(1).values
+    target = last_old + 1 + (position - last_new)
+    active = (last_old >= 0) & (last_new > last_old) & (last_new > last_end) & (target < last_new)
+    return torch.where(active, target, none)
+
+
 def soft_capped(scores: torch.Tensor, cap: float) -> torch.Tensor:
     """cap * tanh(scores / cap): ~scores near 0, never beyond +-cap; cap <= 0 leaves scores as they are."""
     return cap * torch.tanh(scores / cap) if cap > 0 else scores
@@ -76,8 +100,14 @@ def shifted(ids: torch.Tensor, n: int, fill: int) -> torch.Tensor:
 
 
 class CopyHead(nn.Module):
-    def __init__(self, d_model: int, copy_dim: int, ngram: int, softcap: float = 0.0, suffix_match: bool = False):
+    def __init__(self, d_model: int, copy_dim: int, ngram: int, softcap: float = 0.0, suffix_match: bool = False,
+                 edit_markers: tuple[int, int, list[int]] | None = None):
+        """edit_markers: (id of `old`, id of `new`, ids that end a call) turns on the aligned-position
+        feature (module doc); None leaves it off."""
         super().__init__()
+        self.edit_markers = edit_markers
+        if edit_markers is not None:
+            self.align_weight = nn.Parameter(torch.tensor(3.0))
         self.softcap = softcap
         self.suffix_match = suffix_match
         self.query = nn.Linear(d_model, copy_dim)
@@ -95,6 +125,9 @@ class CopyHead(nn.Module):
         query_ids = torch.stack([shifted(ids, n - 1, -2) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
         candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
         scores = scores + match_scores(query_ids, candidate_prev, self.match_weight, self.suffix_match)  # [B, T, T]
+        if self.edit_markers is not None:
+            aligned = edit_alignment(ids, *self.edit_markers)  # [B, T]
+            scores = scores + self.align_weight * (torch.arange(T)[None, None, :] == aligned[:, :, None])
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         attention = scores.masked_fill(~causal, float("-inf")).softmax(-1)
         return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
@@ -114,6 +147,9 @@ class CopyHead(nn.Module):
         candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, J, N]
         scores = scores + match_scores(query_ids[:, None, :], candidate_prev, self.match_weight,
                                        self.suffix_match).squeeze(1)
+        if self.edit_markers is not None:  # the full pass's feature at each row's last position
+            aligned = edit_alignment(ids, *self.edit_markers)[rows, lengths.clamp(min=1) - 1]  # [B]
+            scores = scores + self.align_weight * (torch.arange(used)[None, :] == aligned[:, None])
         visible = torch.arange(used)[None, :] < lengths.clamp(min=1)[:, None]
         attention = scores.masked_fill(~visible, float("-inf")).softmax(-1)
         return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention, ids.clamp(min=0))

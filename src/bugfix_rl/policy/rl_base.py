@@ -25,14 +25,14 @@ from bugfix_rl.gym.tasks import OPERAND_POOL, base_task_name, make_tasks, with_r
 from bugfix_rl.kernels import kernel_signature
 from bugfix_rl.policy.scripted import NoisyPolicy
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
-from bugfix_rl.policy.tokenizer import Tokenizer, identifier_ids
+from bugfix_rl.policy.tokenizer import Tokenizer, edit_marker_ids, identifier_ids
 from bugfix_rl.registry import Registry
 from bugfix_rl.rollout.sampler import scripted_episode
 
 if TYPE_CHECKING:
     from bugfix_rl.progress import PhaseProgress
 
-COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "copy_softcap", "copy_suffix_match",
+COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "copy_softcap", "copy_suffix_match", "copy_edit_align",
                "shared_identifier_embedding")
 
 
@@ -48,7 +48,8 @@ def architecture(policy_cfg) -> TinyAgentConfig:
 def new_tiny_agent(tokenizer: Tokenizer, arch: TinyAgentConfig) -> TinyAgent:
     """A freshly initialised TinyAgent for this vocabulary (identifier ids filled in when needed)."""
     ids = identifier_ids(tokenizer) if arch.shared_identifier_embedding else None
-    return TinyAgent(tokenizer.vocab_size, arch, identifier_ids=ids)
+    markers = edit_marker_ids(tokenizer) if arch.copy_edit_align else None
+    return TinyAgent(tokenizer.vocab_size, arch, identifier_ids=ids, edit_markers=markers)
 
 
 def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg=None, on_episode: Callable[[], None] = _nothing):
@@ -157,6 +158,7 @@ def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=N
             model = new_tiny_agent(tokenizer, arch)
             with progress.stage("scripted episodes", recipe.episodes) as advance:
                 demos = make_demos(recipe, tokenizer, env_cfg, advance)
+            demos = [d for d in demos if len(d.ids) <= arch.max_len]  # a longer one has no positions to train on
             with progress.stage("behaviour cloning", recipe.steps) as advance:
                 sft_train(model, demos, recipe.steps, recipe.lr, recipe.batch_size,
                           torch.Generator().manual_seed(recipe.seed),

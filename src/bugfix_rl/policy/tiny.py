@@ -41,6 +41,7 @@ class TinyAgentConfig:
     copy_ngram: int = PolicyConfig.copy_ngram
     copy_softcap: float = PolicyConfig.copy_softcap
     copy_suffix_match: bool = PolicyConfig.copy_suffix_match
+    copy_edit_align: bool = PolicyConfig.copy_edit_align
     shared_identifier_embedding: bool = PolicyConfig.shared_identifier_embedding
 
 
@@ -92,15 +93,20 @@ class Block(nn.Module):
 
 
 class TinyAgent(nn.Module):
-    def __init__(self, vocab_size: int, cfg: TinyAgentConfig, identifier_ids: list[int] | None = None):
-        """identifier_ids: the vocabulary ids of operand names (used with shared_identifier_embedding)."""
+    def __init__(self, vocab_size: int, cfg: TinyAgentConfig, identifier_ids: list[int] | None = None,
+                 edit_markers: tuple[int, int, list[int]] | None = None):
+        """identifier_ids: the vocabulary ids of operand names (used with shared_identifier_embedding);
+        edit_markers: the ids of `old`, `new` and the call-ending tokens (used with copy_edit_align)."""
         super().__init__()
+        if cfg.copy_edit_align and edit_markers is None:
+            raise ValueError("copy_edit_align needs the vocabulary's ids of old, new and the call ends")
         self.cfg, self.vocab_size = cfg, vocab_size
         self.token_embedding = nn.Embedding(vocab_size, cfg.d_model)
         self.position_embedding = nn.Embedding(cfg.max_len, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
-        self.copy = (CopyHead(cfg.d_model, cfg.copy_dim, cfg.copy_ngram, cfg.copy_softcap, cfg.copy_suffix_match)
+        self.copy = (CopyHead(cfg.d_model, cfg.copy_dim, cfg.copy_ngram, cfg.copy_softcap, cfg.copy_suffix_match,
+                              edit_markers if cfg.copy_edit_align else None)
                      if cfg.copy_head else None)
         if cfg.shared_identifier_embedding:
             if not identifier_ids:

@@ -89,3 +89,13 @@ def identifier_ids(tokenizer: Tokenizer) -> list[int]:
     for task in ALL_TASKS:
         names.update(operand_names(task))
     return sorted(tokenizer._ids[w] for w in names if w in tokenizer._ids)
+
+
+def edit_marker_ids(tokenizer: Tokenizer) -> tuple[int, int, list[int]]:
+    """(id of `old`, id of `new`, ids of the tokens that end a tool call: `;`, end of action, end of
+    observation): what TinyAgent's copy_edit_align feature reads (policy/copy_head.py)."""
+    missing = [w for w in ("old", "new", ";") if w not in tokenizer._ids]
+    if missing:
+        raise ValueError(f"copy_edit_align needs the tools vocabulary (no {', '.join(missing)} in this one)")
+    ends = [tokenizer._ids[w] for w in (";", END_OF_ACTION, END_OF_OBSERVATION)]
+    return tokenizer._ids["old"], tokenizer._ids["new"], ends
