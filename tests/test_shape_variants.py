@@ -31,7 +31,7 @@ def test_a_variant_is_graded_by_its_own_fix_and_stays_buggy():
         states = ops.code_states(variant)
         assert not states[None].hidden_pass and states[None].public_pass < 1  # the bug shows in both
         assert states[variant.fix_op].hidden_pass and states[variant.fix_op].public_pass == 1
-        assert len(variant.hidden_tests) == len(task.hidden_tests)
+        assert [args for args, _ in variant.hidden_tests] == [args for args, _ in task.hidden_tests]
         assert len({repr(e) for _, e in variant.public_tests + variant.hidden_tests}) > 1  # not a constant
 
 
@@ -43,7 +43,7 @@ def test_a_variant_writes_no_heldout_shape_and_no_heldout_constant():
     assert "for N in range ( 0 , N , N ) :" in shapes
     heldout_names = {n for t in make_tasks("heldout") for n in operand_names(t)}
     for task, variant in _variants(seed=1):
-        operands = set(operand_names(variant))
+        operands = set(operand_names(task))
         fixed = ops.apply_op(variant, variant.source, variant.fix_op)
         for text in (variant.source, fixed):
             for line in text.splitlines():
@@ -51,20 +51,6 @@ def test_a_variant_writes_no_heldout_shape_and_no_heldout_constant():
                 assert " ".join("N" if w in operands else w for w in words) not in shapes, line
                 assert {w for w in words if w.isdigit()} <= set(TRAIN_CONSTANTS), line
                 assert not heldout_names & set(words), line
-
-
-def test_variants_change_the_number_of_parameters_and_their_tests_follow():
-    """specialize drops a parameter (its tests drop that argument), generalize adds one (passed the
-    constant it replaced, so the variant's expected values are the original task's)."""
-    changed = [(t, v) for t, v in _variants() if v.source.split("\n")[0].count(",") != t.source.split("\n")[0].count(",")]
-    fewer = [(t, v) for t, v in changed if v.source.split("\n")[0].count(",") < t.source.split("\n")[0].count(",")]
-    assert fewer and len(fewer) < len(changed)
-    for task, variant in changed:
-        arity = variant.source.split("\n")[0].count(",") + 1
-        assert all(len(args) == arity for args, _ in variant.public_tests + variant.hidden_tests)
-        if variant in [v for _, v in fewer]:
-            continue
-        assert [e for _, e in variant.hidden_tests] == [e for _, e in task.hidden_tests]
 
 
 def test_shape_variants_are_made_from_training_tasks_only():

@@ -8,14 +8,7 @@ A shape variant changes one operand or literal of a training task's buggy body:
 
 - literal: an operand occurrence becomes a constant (`min ( lo , ...` -> `min ( 1 , ...`);
 - scaled:  an operand occurrence `x` becomes `x * c` or `x + c`;
-- operand: a literal becomes one of the function's parameters;
-- specialize: a parameter becomes a constant everywhere and leaves the def line (one argument fewer);
-- generalize: a literal becomes a new last parameter (named from OPERAND_POOL), passed that value.
-
-Without the last two every function of a family has the same number of parameters, and the agent
-keyed its fix on that: probed on a seed-0 checkpoint, it swapped min/max in `min ( 0 , max ( level ,
-top ) )` with probability 0.95 under a three-parameter def line and 0.01 under the held-out task's
-two-parameter one.
+- operand: a literal becomes one of the function's parameters.
 
 The bug's family and its fix op stay the same. Its tests are recomputed by differential testing: the
 expected value of each of the task's inputs is what the family's fix, applied to the variant, returns
@@ -35,10 +28,10 @@ import re
 from functools import lru_cache
 
 from bugfix_rl.gym import ops
-from bugfix_rl.gym.tasks import OPERAND_POOL, Task, make_tasks, operand_names
+from bugfix_rl.gym.tasks import Task, make_tasks, operand_names
 
 TRAIN_CONSTANTS = ("0", "1", "2", "10")  # every number in the training sources (held-out ones: 3, 255, ...)
-KINDS = ("literal", "scaled", "operand", "specialize", "generalize")
+KINDS = ("literal", "scaled", "operand")
 _WORD = re.compile(r"[A-Za-z_]\w*|\d+")
 
 
@@ -81,38 +74,11 @@ def _body_slots(source: str, operands: set[str]) -> list[tuple[int, int, str]]:
     return slots
 
 
-def _identity(args: tuple) -> tuple:
-    return args
-
-
-def _with_params(source: str, params: list[str]) -> str:
-    head, body = source.split("\n", 1)
-    return head.split("(", 1)[0] + "(" + ", ".join(params) + "):\n" + body
-
-
-def _changed(task: Task, source: str, rng: random.Random):
-    """(source with one change of a random kind, how each test's arguments change), or None when that
-    kind has nothing to change."""
+def _changed(task: Task, source: str, rng: random.Random) -> str | None:
+    """The source with one slot changed by a random kind, or None when that kind has no slot."""
     operands = set(operand_names(task))
-    params = re.findall(r"\w+", source.split("(", 1)[1].split(")", 1)[0])
+    params = [w for w in re.findall(r"\w+", source.split("(", 1)[1].split(")", 1)[0])]
     kind = rng.choice(KINDS)
-    if kind == "specialize":  # a parameter becomes a constant: one argument fewer
-        used = [p for p in params if any(w == p for _, _, w in _body_slots(source, operands))]
-        if len(params) < 2 or not used:
-            return None
-        name, value = rng.choice(used), rng.choice(TRAIN_CONSTANTS)
-        index = params.index(name)
-        body = re.sub(rf"\b{name}\b", value, source.split("\n", 1)[1])
-        changed = _with_params(source.split("\n", 1)[0] + "\n" + body, [p for p in params if p != name])
-        return changed, lambda args: args[:index] + args[index + 1:]
-    if kind == "generalize":  # a constant becomes a new last parameter, passed that constant's value
-        slots = [s for s in _body_slots(source, operands) if s[2].isdigit()]
-        if not slots:
-            return None
-        start, end, word = rng.choice(slots)
-        name = rng.choice([n for n in OPERAND_POOL if n not in operands])
-        changed = _with_params(source[:start] + name + source[end:], params + [name])
-        return changed, lambda args: args + (int(word),)
     slots = [s for s in _body_slots(source, operands) if s[2].isdigit() == (kind == "operand")]
     if not slots:
         return None
@@ -123,38 +89,35 @@ def _changed(task: Task, source: str, rng: random.Random):
         replacement = f"{word} {rng.choice('*+')} {rng.choice(TRAIN_CONSTANTS[1:])}"
     else:
         replacement = rng.choice(params)
-    return source[:start] + replacement + source[end:], _identity
+    return source[:start] + replacement + source[end:]
 
 
-def _graded(task: Task, source: str, new_args, tag: str) -> Task | None:
+def _graded(task: Task, source: str, tag: str) -> Task | None:
     """The variant with tests recomputed from its fix, or None if it breaks a rule of the module doc."""
     fixed = ops.apply_op(task, source, task.fix_op)
     if fixed is None or fixed == source:
         return None
-    variant = Task(f"{task.name}~{tag}", task.fn_name, source, (), (), task.split)
-    operands = set(operand_names(variant))
+    operands = set(operand_names(task))
     shapes = unseen_heldout_line_shapes()
     if any(_blanked(line, operands) in shapes for text in (source, fixed) for line in text.splitlines() if line.strip()):
         return None
-    public_cases = tuple((new_args(args), None) for args, _ in task.public_tests)
-    hidden_cases = tuple((new_args(args), None) for args, _ in task.hidden_tests)
     try:
-        public = ops.run_cases(fixed, task.fn_name, public_cases)
-        hidden = ops.run_cases(fixed, task.fn_name, hidden_cases)
+        public = ops.run_cases(fixed, task.fn_name, task.public_tests)
+        hidden = ops.run_cases(fixed, task.fn_name, task.hidden_tests)
     except Exception:  # a variant that does not compile
         return None
     if any(out is ops._ERROR for out in public + hidden):
         return None
-    if len({repr(out) for out in public + hidden}) == 1:
-        return None  # the fix is a constant function (`x // 0` guarded by `if 0 == 0`)
-    public_tests = tuple((args, out) for (args, _), out in zip(public_cases, public))
-    hidden_tests = tuple((args, out) for (args, _), out in zip(hidden_cases, hidden))
+    public_tests = tuple((args, out) for (args, _), out in zip(task.public_tests, public))
+    hidden_tests = tuple((args, out) for (args, _), out in zip(task.hidden_tests, hidden))
     buggy_public = ops.run_cases(source, task.fn_name, public_tests)
     buggy_hidden = ops.run_cases(source, task.fn_name, hidden_tests)
+    if len({repr(out) for out in public + hidden}) == 1:
+        return None  # the fix is a constant function (`x // 0` guarded by `if 0 == 0`)
     if all(ops._same(o, e) for o, (_, e) in zip(buggy_public, public_tests)) or \
             all(ops._same(o, e) for o, (_, e) in zip(buggy_hidden, hidden_tests)):
         return None
-    return Task(variant.name, task.fn_name, source, public_tests, hidden_tests, task.split)
+    return Task(f"{task.name}~{tag}", task.fn_name, source, public_tests, hidden_tests, task.split)
 
 
 def shape_variant(task: Task, rng: random.Random, tries: int = 16) -> Task | None:
@@ -163,11 +126,10 @@ def shape_variant(task: Task, rng: random.Random, tries: int = 16) -> Task | Non
     if task.split != "train":
         raise ValueError(f"shape variants are made from training tasks only, not {task.name!r}")
     for _ in range(tries):
-        changed = _changed(task, task.source, rng)
-        if changed is None:
+        source = _changed(task, task.source, rng)
+        if source is None:
             continue
-        source, new_args = changed
-        variant = _graded(task, source, new_args, "s" + hashlib.sha256(source.encode()).hexdigest()[:8])
+        variant = _graded(task, source, "s" + hashlib.sha256(source.encode()).hexdigest()[:8])
         if variant is not None:
             return variant
     return None
