@@ -80,3 +80,22 @@ def test_the_config_refuses_a_share_outside_0_1():
     cfg.env.shape_variants = 1.5
     with pytest.raises(ConfigError, match="env.shape_variants"):
         validate(cfg)
+
+
+def test_a_tools_base_built_by_other_demonstration_code_is_not_loaded(tmp_path, monkeypatch):
+    """The recipe's fields do not say how its shape variants or scripted agent were written: the code's
+    hash is in the cache key, so changing that code builds a new base instead of loading a stale one."""
+    from bugfix_rl.config import TrainConfig
+    from bugfix_rl.policy import rl_base
+    from bugfix_rl.policy.build import build_tokenizer_for
+
+    torch.set_num_threads(1)
+    cfg = TrainConfig()
+    cfg.env.name = "tools"
+    cfg.policy.cache_dir = str(tmp_path)
+    cfg.policy.tools_base.episodes, cfg.policy.tools_base.steps = 4, 1
+    tokenizer = build_tokenizer_for(cfg)
+    for version in ("a", "a", "b"):
+        monkeypatch.setattr(rl_base, "demonstration_code_version", lambda v=version: v)
+        rl_base.make_rl_base(tokenizer, cfg.policy, env_cfg=cfg.env)
+    assert len(list(tmp_path.glob("rl_base_tools-*.safetensors"))) == 2

@@ -113,6 +113,19 @@ def cache_root(policy_cfg) -> Path:
     return Path(policy_cfg.cache_dir or os.environ.get("BUGFIX_RL_CACHE") or Path.home() / ".cache" / "bugfix_rl")
 
 
+def demonstration_code_version() -> str:
+    """A hash of the code that writes the tools base's demonstrations (the scripted agent and the shape
+    variants): a base built by other code must not load under the same recipe (8d99d7d's variant
+    kinds did, until this was in the key)."""
+    import inspect
+
+    from bugfix_rl.gym import shape_variants
+    from bugfix_rl.policy import scripted_tools
+
+    source = "".join(inspect.getsource(module) for module in (shape_variants, scripted_tools))
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
 def recipe_key(recipe, arch: TinyAgentConfig, tokenizer: Tokenizer, env_fields: dict | None = None) -> str:
     """The cache key of a base: a hash of everything its weights depend on (the recipe, the architecture,
     the vocabulary, the env fields its demonstrations ran in, torch's version and the CPU kernels)."""
@@ -134,6 +147,7 @@ def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=N
     if env_name != "edit_menu":  # its demonstrations run in the run's env settings
         prefix = f"rl_base_{env_name}"
         env_fields = {k: getattr(env_cfg, k) for k in ("max_turns", "max_calls_per_turn", "rename")}
+        env_fields["demonstration_code"] = demonstration_code_version()
     path = cache_root(policy_cfg) / f"{prefix}-{recipe_key(recipe, arch, tokenizer, env_fields)}.safetensors"
     model = new_tiny_agent(tokenizer, arch)
     if cache and path.is_file():
