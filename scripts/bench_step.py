@@ -6,14 +6,27 @@ Each repeat trains the RL base for --steps steps from the same seed; the script 
 over steps of each repeat and the best repeat (the machine may be shared: read the best and the
 ratio of parts, not one noisy number). A second block times per-episode sampling (the same
 episodes generated one at a time) against the batched KV-cache sampler, in the same run.
+
+    git worktree add /tmp/before 9e4fcfe && python scripts/bench_step.py --against /tmp/before
+
+--against CHECKOUT times another checkout's step beside this one's: rounds alternate between the two
+(each a fresh process running that checkout's own bench_step.py with --repeats 1 on its own code,
+its RL base cached by its own recipe), and the best round of each side is compared, so a change in the
+machine's load hits both alike. This checkout runs with its default portable kernels and again with
+BUGFIX_RL_KERNELS=native, since a checkout from before kernels.py runs on the CPU's native kernels.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import os
+import re
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch
@@ -56,12 +69,58 @@ def time_sampling(base, tokenizer, cfg, batched: bool, repeats: int) -> float:
     return best
 
 
+_REPEAT_LINE = re.compile(r"repeat 0: median over \d+ steps: step ([\d.]+) s = sampling ([\d.]+) \+ update ([\d.]+)")
+
+
+def one_round(checkout: Path, steps: int, threads: int, kernels: str | None) -> dict:
+    """One repeat of `checkout`'s own bench_step.py in a fresh process on that checkout's code."""
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+    if kernels:
+        env["BUGFIX_RL_KERNELS"] = kernels
+    where = subprocess.run([sys.executable, "-c", "import bugfix_rl; print(bugfix_rl.__file__)"], env=env,
+                           cwd=checkout, capture_output=True, text=True, check=True).stdout.strip()
+    if not Path(where).resolve().is_relative_to(checkout.resolve()):
+        sys.exit(f"{checkout} would run bugfix_rl from {where}")
+    result = subprocess.run([sys.executable, "scripts/bench_step.py", "--steps", str(steps), "--repeats", "1",
+                             "--threads", str(threads)], env=env, cwd=checkout, capture_output=True, text=True)
+    match = _REPEAT_LINE.search(result.stdout)
+    if result.returncode != 0 or match is None:
+        sys.exit(f"{checkout}: bench_step.py failed:\n{result.stdout[-1500:]}{result.stderr[-1500:]}")
+    total, sample, update = map(float, match.groups())
+    return {"total": total, "sample": sample, "update": update}
+
+
+def side_by_side(baseline: Path, steps: int, threads: int, rounds: int) -> None:
+    here = Path(__file__).resolve().parents[1]
+    sides = {"this checkout (portable kernels)": (here, None), "this checkout (native kernels)": (here, "native"),
+             f"{baseline} (native kernels)": (baseline, None)}
+    best: dict[str, dict] = {}
+    for r in range(rounds):
+        for label, (checkout, kernels) in sides.items():
+            res = one_round(checkout, steps, threads, kernels)
+            print(f"round {r}: {label}: step {res['total']:.3f} s = sampling {res['sample']:.3f} + update {res['update']:.3f}",
+                  flush=True)
+            if label not in best or res["total"] < best[label]["total"]:
+                best[label] = res
+    old = best[f"{baseline} (native kernels)"]
+    print(f"\nbest of {rounds} rounds, median over {steps} steps each, {threads} threads, 64 episodes per step:")
+    print("| side | s/step | sampling | update | step vs baseline |")
+    print("|---|---|---|---|---|")
+    for label, res in best.items():
+        print(f"| {label} | {res['total']:.3f} | {res['sample']:.3f} | {res['update']:.3f} | {res['total'] / old['total']:.2f}x |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--against", metavar="CHECKOUT", help="time another checkout's step beside this one's")
+    parser.add_argument("--rounds", type=int, default=3, help="with --against: rounds per side")
     args = parser.parse_args()
+    if args.against:
+        side_by_side(Path(args.against), args.steps, args.threads, args.rounds)
+        return
     torch.set_num_threads(args.threads)
     cfg = TrainConfig()
     tokenizer = build_tokenizer(make_tasks("all"))

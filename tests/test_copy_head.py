@@ -191,7 +191,8 @@ def test_heldout_operand_names_never_occur_in_training_tasks_or_demonstrations()
     for task in make_tasks("train"):
         words = {w for text in make_repo(task, task.fn_name).values() for w in code_to_words(text)}
         assert not heldout & words, task.name
-    # the demonstrations the tools RL base clones: training tasks only, names from OPERAND_POOL
+    # the demonstrations the tools RL base clones: training tasks and their shape variants only, names
+    # from OPERAND_POOL
     from bugfix_rl.config import ToolsBaseRecipeConfig
     from bugfix_rl.policy.build import build_tokenizer_for
     from bugfix_rl.policy.rl_base import noisy_tools_demonstrations
@@ -199,7 +200,7 @@ def test_heldout_operand_names_never_occur_in_training_tasks_or_demonstrations()
     cfg = TrainConfig()
     cfg.env.name = "tools"
     tokenizer = build_tokenizer_for(cfg)
-    recipe = ToolsBaseRecipeConfig(episodes=60)
+    recipe = ToolsBaseRecipeConfig(episodes=60, p_shape_variant=0.5)  # as +exp=tools: shape variants too
     demos = noisy_tools_demonstrations(recipe, tokenizer, cfg.env)
     seen = {tokenizer.words[i] for demo in demos for i in demo.ids}
     assert not heldout & seen
