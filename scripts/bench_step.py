@@ -69,7 +69,8 @@ def time_sampling(base, tokenizer, cfg, batched: bool, repeats: int) -> float:
     return best
 
 
-_REPEAT_LINE = re.compile(r"repeat 0: median over \d+ steps: step ([\d.]+) s = sampling ([\d.]+) \+ update ([\d.]+)")
+_REPEAT_LINE = re.compile(r"repeat 0: median over \d+ steps: step ([\d.]+) s = sampling ([\d.]+) \+ update ([\d.]+)"
+                          r" \(mean episode ([\d.]+) tokens\)")
 
 
 def one_round(checkout: Path, steps: int, threads: int, kernels: str | None) -> dict:
@@ -86,8 +87,8 @@ def one_round(checkout: Path, steps: int, threads: int, kernels: str | None) -> 
     match = _REPEAT_LINE.search(result.stdout)
     if result.returncode != 0 or match is None:
         sys.exit(f"{checkout}: bench_step.py failed:\n{result.stdout[-1500:]}{result.stderr[-1500:]}")
-    total, sample, update = map(float, match.groups())
-    return {"total": total, "sample": sample, "update": update}
+    total, sample, update, tokens = map(float, match.groups())
+    return {"total": total, "sample": sample, "update": update, "tokens": tokens}
 
 
 def side_by_side(baseline: Path, steps: int, threads: int, rounds: int) -> None:
@@ -98,16 +99,18 @@ def side_by_side(baseline: Path, steps: int, threads: int, rounds: int) -> None:
     for r in range(rounds):
         for label, (checkout, kernels) in sides.items():
             res = one_round(checkout, steps, threads, kernels)
-            print(f"round {r}: {label}: step {res['total']:.3f} s = sampling {res['sample']:.3f} + update {res['update']:.3f}",
-                  flush=True)
+            print(f"round {r}: {label}: step {res['total']:.3f} s = sampling {res['sample']:.3f} + update "
+                  f"{res['update']:.3f} (mean episode {res['tokens']:.1f} tokens)", flush=True)
             if label not in best or res["total"] < best[label]["total"]:
                 best[label] = res
     old = best[f"{baseline} (native kernels)"]
     print(f"\nbest of {rounds} rounds, median over {steps} steps each, {threads} threads, 64 episodes per step:")
-    print("| side | s/step | sampling | update | step vs baseline |")
-    print("|---|---|---|---|---|")
+    print("| side | s/step | sampling | update | step vs baseline | mean episode tokens |")
+    print("|---|---|---|---|---|---|")
     for label, res in best.items():
-        print(f"| {label} | {res['total']:.3f} | {res['sample']:.3f} | {res['update']:.3f} | {res['total'] / old['total']:.2f}x |")
+        print(f"| {label} | {res['total']:.3f} | {res['sample']:.3f} | {res['update']:.3f} |"
+              f" {res['total'] / old['total']:.2f}x | {res['tokens']:.1f} |")
+    print("(each side trains its own RL base, so its episodes differ in length: compare the tokens too)")
 
 
 def main() -> None:
