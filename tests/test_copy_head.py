@@ -53,15 +53,13 @@ def _copy_agent(seed: int = 0, softcap: float = 1.5) -> TinyAgent:
     return model
 
 
-def test_cached_steps_equal_the_full_pass():
-    model = _copy_agent()
-    ids = torch.randint(4, 20, (3, 16), generator=torch.Generator().manual_seed(1))
+def _assert_cached_steps_equal_full_pass(model, ids: torch.Tensor, chunks) -> None:
+    """Feed ids [3, T] through the KV cache in ragged chunks (tokens per row per call) and compare each
+    row's prediction with the full causal pass at the same position."""
     full = model(ids)  # [B, T, V]
-    torch.testing.assert_close(full.exp().sum(-1), torch.ones(3, 16))
-    cache = model.new_cache(3)
-    position = [0, 0, 0]
-    for chunk in ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1]):
-        feed = torch.zeros(3, max(chunk), dtype=torch.long)
+    cache, position = model.new_cache(ids.shape[0]), [0] * ids.shape[0]
+    for chunk in chunks:
+        feed = torch.zeros(len(chunk), max(chunk), dtype=torch.long)
         for b, n in enumerate(chunk):
             feed[b, :n] = ids[b, position[b]:position[b] + n]
         out = model.forward_step(feed, torch.tensor(chunk), cache)
@@ -69,6 +67,13 @@ def test_cached_steps_equal_the_full_pass():
             position[b] += n
             if n:
                 torch.testing.assert_close(out[b], full[b, position[b] - 1], atol=1e-5, rtol=1e-5)
+
+
+def test_cached_steps_equal_the_full_pass():
+    model = _copy_agent()
+    ids = torch.randint(4, 20, (3, 16), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(model(ids).exp().sum(-1), torch.ones(3, 16))
+    _assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1]))
 
 
 def test_a_name_is_copied_through_the_match_feature_alone():
@@ -389,17 +394,7 @@ def test_the_aligned_feature_copies_the_token_in_line_and_cached_steps_equal_the
     ids = torch.randint(4, 20, (3, 16), generator=torch.Generator().manual_seed(1))
     ids[:, 3], ids[:, 8] = 5, 6  # an Edit's old (tokens 4-7) and new (tokens 9-)
     ids[2, 12] = 2  # row 2's call ends early
-    full = model(ids)
-    cache, position = model.new_cache(3), [0, 0, 0]
-    for chunk in ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]):
-        feed = torch.zeros(3, max(chunk), dtype=torch.long)
-        for b, n in enumerate(chunk):
-            feed[b, :n] = ids[b, position[b]:position[b] + n]
-        out = model.forward_step(feed, torch.tensor(chunk), cache)
-        for b, n in enumerate(chunk):
-            position[b] += n
-            if n:
-                torch.testing.assert_close(out[b], full[b, position[b] - 1], atol=1e-5, rtol=1e-5)
+    _assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]))
     with torch.no_grad():  # the feature alone decides: the aligned old token is copied
         model.copy.query.weight.zero_()
         model.copy.query.bias.zero_()
