@@ -3,6 +3,8 @@ built from training constants only, and never a held-out line's shape."""
 
 import random
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -82,9 +84,10 @@ def test_the_config_refuses_a_share_outside_0_1():
         validate(cfg)
 
 
-def test_a_tools_base_built_by_other_demonstration_code_is_not_loaded(tmp_path, monkeypatch):
-    """The recipe's fields do not say how its shape variants or scripted agent were written: the code's
-    hash is in the cache key, so changing that code builds a new base instead of loading a stale one."""
+def test_a_base_built_by_other_code_is_not_loaded(tmp_path, monkeypatch):
+    """The recipe's fields do not say how its shape variants, scripted agent or env were written: the
+    code's hash is in the cache key, so changing that code builds a new base instead of loading a stale
+    one; a comment does not change the hash."""
     from bugfix_rl.config import TrainConfig
     from bugfix_rl.policy import rl_base
     from bugfix_rl.policy.build import build_tokenizer_for
@@ -96,6 +99,17 @@ def test_a_tools_base_built_by_other_demonstration_code_is_not_loaded(tmp_path, 
     cfg.policy.tools_base.episodes, cfg.policy.tools_base.steps = 4, 1
     tokenizer = build_tokenizer_for(cfg)
     for version in ("a", "a", "b"):
-        monkeypatch.setattr(rl_base, "demonstration_code_version", lambda v=version: v)
+        monkeypatch.setattr(rl_base, "base_code_version", lambda v=version: v)
         rl_base.make_rl_base(tokenizer, cfg.policy, env_cfg=cfg.env)
     assert len(list(tmp_path.glob("rl_base_tools-*.safetensors"))) == 2
+    monkeypatch.undo()
+    package = Path(rl_base.__file__).resolve().parents[1]
+    copy = tmp_path / "bugfix_rl"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__", "conf"))
+    real = rl_base.base_code_version(copy)
+    assert real == rl_base.base_code_version(package)
+    source = copy / "gym" / "shape_variants.py"
+    source.write_text(source.read_text() + "\n# a comment\n")
+    assert rl_base.base_code_version.__wrapped__(copy) == real
+    source.write_text(source.read_text() + "\nNEW_CONSTANT = 1\n")
+    assert rl_base.base_code_version.__wrapped__(copy) != real

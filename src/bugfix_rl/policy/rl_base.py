@@ -9,7 +9,9 @@ vocabulary, so every run (and every seed of a sweep) starts from the same weight
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import hashlib
 import json
 import random
@@ -113,24 +115,33 @@ def cache_root(policy_cfg) -> Path:
     return Path(policy_cfg.cache_dir or os.environ.get("BUGFIX_RL_CACHE") or Path.home() / ".cache" / "bugfix_rl")
 
 
-def demonstration_code_version() -> str:
-    """A hash of the code that writes the tools base's demonstrations (the scripted agent and the shape
-    variants): a base built by other code must not load under the same recipe (8d99d7d's variant
-    kinds did, until this was in the key)."""
-    import inspect
+# The code a base's weights depend on besides its recipe: the gym (tasks, envs, renderings), the scripted
+# agents and how their episodes are tokenised, the model and behaviour cloning.
+BASE_CODE = ("gym/*.py", "policy/scripted.py", "policy/scripted_tools.py", "policy/tiny.py", "policy/copy_head.py",
+             "policy/tokenizer.py", "policy/rl_base.py", "rollout/sampler.py", "algo/sft.py")
 
-    from bugfix_rl.gym import shape_variants
-    from bugfix_rl.policy import scripted_tools
 
-    source = "".join(inspect.getsource(module) for module in (shape_variants, scripted_tools))
-    return hashlib.sha256(source.encode()).hexdigest()[:16]
+@functools.lru_cache(maxsize=2)
+def base_code_version(package: Path | None = None) -> str:
+    """A hash of the syntax trees of BASE_CODE under `package` (default: this bugfix_rl; comments do not
+    count): a base built by other code must not load under the same recipe, as one built by 8d99d7d's
+    shape-variant kinds once did."""
+    package = package or Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for pattern in BASE_CODE:
+        for path in sorted(package.glob(pattern)):
+            digest.update(path.relative_to(package).as_posix().encode())
+            digest.update(ast.dump(ast.parse(path.read_text())).encode())
+    return digest.hexdigest()[:16]
 
 
 def recipe_key(recipe, arch: TinyAgentConfig, tokenizer: Tokenizer, env_fields: dict | None = None) -> str:
     """The cache key of a base: a hash of everything its weights depend on (the recipe, the architecture,
-    the vocabulary, the env fields its demonstrations ran in, torch's version and the CPU kernels)."""
+    the vocabulary, the env fields its demonstrations ran in, the code that makes it, torch's version
+    and the CPU kernels)."""
     blob = json.dumps([dataclasses.asdict(recipe) if dataclasses.is_dataclass(recipe) else dict(recipe),
-                       dataclasses.asdict(arch), tokenizer.words, torch.__version__, kernel_signature()]
+                       dataclasses.asdict(arch), tokenizer.words, base_code_version(), torch.__version__,
+                       kernel_signature()]
                       + ([env_fields] if env_fields else []), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -147,7 +158,6 @@ def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=N
     if env_name != "edit_menu":  # its demonstrations run in the run's env settings
         prefix = f"rl_base_{env_name}"
         env_fields = {k: getattr(env_cfg, k) for k in ("max_turns", "max_calls_per_turn", "rename")}
-        env_fields["demonstration_code"] = demonstration_code_version()
     path = cache_root(policy_cfg) / f"{prefix}-{recipe_key(recipe, arch, tokenizer, env_fields)}.safetensors"
     model = new_tiny_agent(tokenizer, arch)
     if cache and path.is_file():
