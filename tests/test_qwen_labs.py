@@ -9,15 +9,14 @@ import json
 import pytest
 import torch
 from conftest_qwen import QWEN_OVERRIDES, qwen_config, run_cli, tiny_qwen, tiny_qwen_dir  # noqa: F401
+from logprob_checks import sampler_and_trainer_logprobs
 
 from bugfix_rl.algo.sft import sft_train
-from bugfix_rl.algo.update import token_logprobs
 from bugfix_rl.envs import make_env_factory, oracle_for
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.rollout.collect import sample_groups
 from bugfix_rl.rollout.demonstrations import oracle_demonstrations
-from bugfix_rl.rollout.trajectory import collate
 
 
 @pytest.mark.parametrize("env", ["edit_menu", "tools"])
@@ -53,11 +52,8 @@ def test_sft_through_the_chat_path_lowers_the_nll_and_keeps_the_token_path(tiny_
                                  torch.Generator().manual_seed(1))
     finally:
         close()
-    batch = collate(episodes, tokenizer.pad_id)
-    with torch.no_grad():
-        trainer = token_logprobs(policy, batch.ids, 1.0, mask=batch.mask).logp
-    on = batch.mask > 0
-    assert float((trainer - batch.old_logp).abs()[on].max()) < 1e-4  # sampler and trainer agree after SFT
+    trainer, sampler = sampler_and_trainer_logprobs(policy, episodes, tokenizer.pad_id)
+    assert float((trainer - sampler).abs().max()) < 1e-4  # sampler and trainer agree after SFT
     assert all(policy.structural_policy_mask(t) == t.policy_mask for t in episodes)
 
 

@@ -1,0 +1,18 @@
+"""The token-in/token-out check shared by the policy tests (`from logprob_checks import ...`)."""
+
+from __future__ import annotations
+
+import torch
+
+from bugfix_rl.algo.update import token_logprobs
+from bugfix_rl.rollout.trajectory import collate
+
+
+def sampler_and_trainer_logprobs(model, trajectories, pad_id: int, temperature: float = 1.0):
+    """(trainer, sampler) log-probs [policy tokens] of `trajectories`: the trainer's recomputation from
+    the token ids beside what the sampler recorded while generating them."""
+    batch = collate(trajectories, pad_id)
+    with torch.no_grad():
+        trainer = token_logprobs(model, batch.ids, temperature, mask=batch.mask).logp
+    on = batch.mask > 0
+    return trainer[on], batch.old_logp[on]
