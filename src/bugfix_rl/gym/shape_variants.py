@@ -74,10 +74,10 @@ def _body_slots(source: str, operands: set[str]) -> list[tuple[int, int, str]]:
     return slots
 
 
-def _changed(task: Task, source: str, rng: random.Random) -> str | None:
-    """The source with one slot changed by a random kind, or None when that kind has no slot."""
-    operands = set(operand_names(task))
-    params = [w for w in re.findall(r"\w+", source.split("(", 1)[1].split(")", 1)[0])]
+def _changed(task: Task, rng: random.Random) -> str | None:
+    """The task's source with one slot changed by a random kind, or None when that kind has no slot."""
+    source, operands = task.source, set(operand_names(task))
+    params = re.findall(r"\w+", source.split("(", 1)[1].split(")", 1)[0])
     kind = rng.choice(KINDS)
     slots = [s for s in _body_slots(source, operands) if s[2].isdigit() == (kind == "operand")]
     if not slots:
@@ -108,16 +108,13 @@ def _graded(task: Task, source: str, tag: str) -> Task | None:
         return None
     if any(out is ops._ERROR for out in public + hidden):
         return None
-    public_tests = tuple((args, out) for (args, _), out in zip(task.public_tests, public))
-    hidden_tests = tuple((args, out) for (args, _), out in zip(task.hidden_tests, hidden))
-    buggy_public = ops.run_cases(source, task.fn_name, public_tests)
-    buggy_hidden = ops.run_cases(source, task.fn_name, hidden_tests)
     if len({repr(out) for out in public + hidden}) == 1:
         return None  # the fix is a constant function (`x // 0` guarded by `if 0 == 0`)
-    if all(ops._same(o, e) for o, (_, e) in zip(buggy_public, public_tests)) or \
-            all(ops._same(o, e) for o, (_, e) in zip(buggy_hidden, hidden_tests)):
-        return None
-    return Task(f"{task.name}~{tag}", task.fn_name, source, public_tests, hidden_tests, task.split)
+    public_tests = tuple((args, out) for (args, _), out in zip(task.public_tests, public))
+    hidden_tests = tuple((args, out) for (args, _), out in zip(task.hidden_tests, hidden))
+    variant = Task(f"{task.name}~{tag}", task.fn_name, source, public_tests, hidden_tests, task.split)
+    buggy = ops._make_state(variant, source)  # the env's own grading of the buggy code (not cached)
+    return None if buggy.public_pass == 1 or buggy.hidden_pass else variant
 
 
 def shape_variant(task: Task, rng: random.Random, tries: int = 16) -> Task | None:
@@ -126,7 +123,7 @@ def shape_variant(task: Task, rng: random.Random, tries: int = 16) -> Task | Non
     if task.split != "train":
         raise ValueError(f"shape variants are made from training tasks only, not {task.name!r}")
     for _ in range(tries):
-        source = _changed(task, task.source, rng)
+        source = _changed(task, rng)
         if source is None:
             continue
         variant = _graded(task, source, "s" + hashlib.sha256(source.encode()).hexdigest()[:8])
