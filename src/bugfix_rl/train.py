@@ -424,7 +424,7 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
     result = {
         "chosen_step": chosen_step,
         "stop": {"rule": dataclasses.asdict(cfg.stop), "stopped_at": stopped["step"], "reason": stopped["reason"],
-                 "steps_saved": cfg.steps - stopped["step"] if stopped["step"] else 0},
+                 "steps_saved": cfg.steps - stopped["step"] if state.stopped else 0},
         "validation": {str(s): v for s, v in state.validation.items()},
         "config": {"seed": cfg.seed, "threads": cfg.threads, "arm": cfg.arm, "experiment": cfg.experiment,
                    "steps": cfg.steps, "versions": library_versions(),
