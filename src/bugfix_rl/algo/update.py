@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from bugfix_rl.algo.data_parallel import SingleProcess, row_slices
 from bugfix_rl.algo.objective import (AGGREGATIONS, KL_ESTIMATORS, RATIOS, aggregate, entropy_from_logits,
                                       ppo_clip_loss, truncated_is_weights)
 from bugfix_rl.rollout.trajectory import Batch
@@ -50,13 +51,9 @@ def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_gr
     return LogProbs(logp, entropy)
 
 
-def micro_batches(batch: Batch, size: int):
+def micro_batches(batch: Batch, size: int) -> list[slice]:
     """Row slices of `batch` of at most `size` rows (size 0: the whole batch)."""
-    if size <= 0 or size >= len(batch):
-        yield slice(0, len(batch))
-        return
-    for start in range(0, len(batch), size):
-        yield slice(start, start + size)
+    return row_slices(len(batch), size)
 
 
 def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None, is_weights=None):
@@ -104,7 +101,8 @@ def zero_advantage_split(mb: Batch, algo) -> list[tuple[torch.Tensor | slice, bo
                                                       (idle.nonzero().squeeze(1), False)) if len(index)]
 
 
-def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generator, ref_model=None) -> dict:
+def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generator, ref_model=None,
+                  parallel=SingleProcess()) -> dict:
     """Epochs x minibatches of clipped updates on `batch` (advantages filled). Returns step metrics.
 
     Without tis_cap, old_logp are the sampler's log-probs mu and anchor the PPO ratio, so the ratio is
@@ -112,6 +110,9 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
     changed. With tis_cap (decoupled correction, design review question 16), the trainer's log-probs
     before this step, pi_old, anchor the ratio pi_theta / pi_old that PPO clips, and the clipped term
     is weighted by min(pi_old / mu, C); both are computed once per step, before any update.
+
+    parallel (algo/data_parallel.py): which rows of each minibatch this process trains on and how its
+    gradients meet the other ranks'; `model` is then the module it wraps (DDP) or shards (FSDP2).
     """
     params = [p for p in model.parameters() if p.requires_grad]
     sums: dict[str, float] = {}
@@ -132,21 +133,24 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
             if not len(rows):  # fewer rows than minibatches (a filtered batch): nothing to step on
                 continue
             mb = batch.rows(rows)
-            weights = AGGREGATIONS[algo.loss_mode](mb.mask, algo.norm_const)
+            weights = AGGREGATIONS[algo.loss_mode](mb.mask, algo.norm_const)  # over the whole minibatch: global
             mb_is_weights = None if is_weights is None else is_weights[rows]
             optimizer.zero_grad(set_to_none=True)
             backward_rows = 0
-            for part in micro_batches(mb, algo.micro_batch_size):
-                sub, sub_weights = mb.rows(part), weights[part]
-                sub_is_weights = None if mb_is_weights is None else mb_is_weights[part]
-                for index, backward in zero_advantage_split(sub, algo):
+            for part in parallel.parts(len(mb), algo.micro_batch_size):
+                sub, sub_weights = mb.rows(part.index), weights[part.index] * (0.0 if part.dummy else 1.0)
+                sub_is_weights = None if mb_is_weights is None else mb_is_weights[part.index]
+                split = zero_advantage_split(sub, algo) if parallel.skips_zero_advantage_rows() else [(slice(None), True)]
+                for index, backward in split:
                     piece = sub if isinstance(index, slice) else sub.rows(index)
-                    with torch.set_grad_enabled(backward):
+                    with parallel.synchronising(model, part.last), torch.set_grad_enabled(backward):
                         loss, stats = minibatch_loss(model, piece, sub_weights[index], algo, ref_model,
                                                      None if sub_is_weights is None else sub_is_weights[index])
-                    if backward:
-                        loss.backward()
-                        backward_rows += len(piece)
+                        if backward:
+                            loss.backward()
+                            backward_rows += len(piece)
+                    if part.dummy:  # a row at weight 0, run only to keep the ranks' collectives in step
+                        continue
                     gaps = stats.pop("logp_gap_tokens", None)
                     log_ratios.append(stats.pop("log_ratio_tokens"))
                     if not skipped_steps and gaps is not None and is_weights is None:  # first minibatch: nothing moved yet
@@ -158,12 +162,13 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
             if not backward_rows:  # every row skipped: the exact gradient is 0, and the optimizer still steps
                 for p in params:
                     p.grad = torch.zeros_like(p)
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, algo.max_grad_norm))
+            grad_norm = parallel.clip(params, algo.max_grad_norm)
             finite = math.isfinite(grad_norm)
             if finite:  # a NaN/inf step would poison the weights and Adam's moments for good
                 optimizer.step()
                 grad_norms.append(grad_norm)
             skipped_steps.append(not finite)
+    sums, token_total, (first_gaps, log_ratios) = parallel.gather_stats(sums, token_total, [first_gaps, log_ratios])
     metrics = {k: v / max(token_total, 1.0) for k, v in sums.items()}
     metrics.update(tis_metrics)
     metrics["grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else float("nan")

@@ -194,6 +194,10 @@ class QwenPolicy(nn.Module):
                                                  with_entropy_grad)
         return LogProbs(logp.to(ids.device), entropy.to(ids.device))
 
+    def shard_units(self) -> list[nn.Module]:
+        """The modules FSDP2 shards one by one (algo/data_parallel.py): the decoder layers."""
+        return list(self.lm.get_decoder().layers)
+
     def structural_policy_mask(self, trajectory) -> list[bool]:
         return self.path.policy_mask(trajectory.ids, self.cfg.max_new_tokens)
 
