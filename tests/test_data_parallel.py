@@ -137,3 +137,96 @@ def test_an_fsdp2_step_of_the_tiny_qwen3_on_2_ranks_equals_the_1_process_step(ti
     assert any(float((got[k] - before[k]).abs().max()) > 1e-4 for k in before)
     assert_same_parameters(got, policy.state_dict())
     assert abs(rank0_metric(out, "entropy") - single["entropy"]) <= 1e-5 * single["entropy"]  # stats of all ranks
+
+
+def _train(tmp_path: Path, name: str, *overrides: str) -> Path:
+    import subprocess
+    import sys
+
+    run_dir = tmp_path / name
+    result = subprocess.run([sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=smoke", "threads=1",
+                             f"hydra.run.dir={run_dir}", *overrides], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return run_dir
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _weights(run_dir: Path, step: int) -> dict:
+    tensors = load_file(run_dir / "checkpoints" / f"step_{step:03d}.safetensors")
+    return {k: v for k, v in tensors.items() if k.startswith("model.")}
+
+
+def assert_close_in_norm(got: dict, expected: dict, rel: float) -> None:
+    for key, value in expected.items():
+        assert float((got[key] - value).norm()) <= rel * float(value.norm()), key
+
+
+def test_train_with_a_ddp_learner_on_2_ranks_and_resume_at_world_size_1(rl_base, tmp_path):
+    """`bugfix-rl train trainer.strategy=ddp trainer.world_size=2` trains as one process does (the same
+    episodes, the same weights up to rounding), and its checkpoint resumes at world size 1.
+
+    Rounding: Adam divides each gradient by its own magnitude, so where the exact gradient is 0
+    (attention's key biases: softmax ignores a shift shared by every key) rounding-level gradients of
+    either run take steps of up to lr, and those tensors differ by up to ~1e-3 of their norm; every
+    other tensor agrees to 1e-5 (measured: 4e-4 and 8e-4 for the key biases, 2026-12-01)."""
+    two = _train(tmp_path, "ws2", "trainer.strategy=ddp", "trainer.world_size=2")
+    one = _train(tmp_path, "ws1")
+    assert [r["reward"] for r in _rows(two)] == [r["reward"] for r in _rows(one)]  # the same episodes
+    for step in (1, 2):
+        got, expected = _weights(two, step), _weights(one, step)
+        assert_close_in_norm({k: v for k, v in got.items() if "qkv.bias" not in k}, {
+            k: v for k, v in expected.items() if "qkv.bias" not in k}, 1e-5)
+        assert_close_in_norm(got, expected, 3e-3)
+    resumed = _train(tmp_path, "resumed", f"resume={two / 'checkpoints' / 'step_001.safetensors'}")
+    saved = load_file(two / "checkpoints" / "step_001.safetensors")
+    assert any(k.startswith("optim.") for k in saved)  # rank 0 wrote the whole optimizer state
+    assert _rows(resumed)[0] == _rows(two)[0]  # the inherited row
+    assert_close_in_norm(_weights(resumed, 2), _weights(two, 2), 3e-3)
+
+
+@pytest.mark.slow  # ~70 s: four tiny-Qwen3 runs; the FSDP2 step itself is checked in the default suite
+def test_train_the_tiny_qwen3_with_an_fsdp2_learner_and_resume_across_world_sizes(tiny_qwen_dir, tmp_path):
+    """`trainer.strategy=fsdp trainer.world_size=2` trains the tiny Qwen3 as one process does (the same
+    weights and Adam moments to 1e-5 of their norms; measured 4e-7 and 3e-6), and checkpoints resume
+    across world sizes in both directions: written at 2 ranks (the shards gathered) and continued at 1,
+    written at 1 and continued at 2 (the state scattered to the shards). The entropy bonus gives
+    every row a gradient: the tiny model's rewards are often all 0 at this size."""
+    qwen = ["policy=qwen3", f"policy.model={tiny_qwen_dir}", "env.rename=false", "algo.group_size=4",
+            "algo.prompts_per_step=2", "policy.max_new_tokens=64", "env.max_turns=4", "eval.n_val=1",
+            "eval.n_test=1", "eval.heldout_n=0", "preflight=false", "algo.entropy_coef=0.01"]
+    fsdp = ["trainer.strategy=fsdp", "trainer.world_size=2"]
+    two, one = _train(tmp_path, "ws2", *qwen, *fsdp), _train(tmp_path, "ws1", *qwen)
+
+    def everything(run_dir: Path, step: int) -> dict:
+        return {k: v.float() for k, v in load_file(run_dir / "checkpoints" / f"step_{step:03d}.safetensors").items()
+                if k.startswith(("model.", "optim.")) and v.is_floating_point()}
+
+    moved = everything(one, 2)
+    assert any(float((moved[k] - v).abs().max()) > 1e-5 for k, v in _weights(one, 0).items())
+    for step in (1, 2):
+        assert_close_in_norm(everything(two, step), everything(one, step), 1e-5)
+    continued_at_1 = _train(tmp_path, "at1", *qwen, f"resume={two / 'checkpoints' / 'step_001.safetensors'}")
+    continued_at_2 = _train(tmp_path, "at2", *qwen, *fsdp, f"resume={one / 'checkpoints' / 'step_001.safetensors'}")
+    assert_close_in_norm(everything(continued_at_1, 2), everything(two, 2), 1e-5)
+    assert_close_in_norm(everything(continued_at_2, 2), everything(one, 2), 1e-5)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"trainer.world_size": 2}, "single is one process"),
+    ({"trainer.strategy": "ddp"}, "need trainer.world_size >= 2"),
+    ({"trainer.strategy": "ddp", "trainer.world_size": 2, "rollout.workers": 2}, "samples in rank 0's process"),
+    ({"trainer.strategy": "zero3", "trainer.world_size": 2}, "trainer.strategy='zero3' is not allowed"),
+])
+def test_the_config_refuses_a_learner_it_cannot_run(overrides, message):
+    from bugfix_rl.config import ConfigError, TrainConfig, set_dotted, validate
+
+    cfg = TrainConfig()
+    for key, value in overrides.items():
+        set_dotted(cfg, key, value)
+    with pytest.raises(ConfigError, match=message):
+        validate(cfg)

@@ -75,9 +75,9 @@ def load_model_state(model: torch.nn.Module, tensors: dict[str, torch.Tensor], p
         raise CheckpointError(f"checkpoint {path} does not fit this model: {str(err).splitlines()[0]}") from None
 
 
-def optimizer_tensors(optimizer: torch.optim.Optimizer, prefix: str = "optim.") -> tuple[dict, list]:
-    """Flatten an optimizer's per-parameter state into tensors; param_groups go to the metadata."""
-    state = optimizer.state_dict()
+def optimizer_tensors(state: dict, prefix: str = "optim.") -> tuple[dict, list]:
+    """Flatten an optimizer's state_dict (per-parameter state by index) into tensors; its param_groups
+    go to the metadata."""
     tensors = {}
     for index, per_param in state["state"].items():
         for key, value in per_param.items():
@@ -85,11 +85,11 @@ def optimizer_tensors(optimizer: torch.optim.Optimizer, prefix: str = "optim.") 
     return tensors, state["param_groups"]
 
 
-def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict, param_groups: list,
-                           prefix: str = "optim.") -> None:
+def optimizer_state(tensors: dict, param_groups: list, prefix: str = "optim.") -> dict:
+    """The optimizer state_dict that optimizer_tensors flattened."""
     state: dict[int, dict] = {}
     for name, value in tensors.items():
         if name.startswith(prefix):
             index, key = name[len(prefix):].split(".", 1)
             state.setdefault(int(index), {})[key] = value
-    optimizer.load_state_dict({"state": state, "param_groups": param_groups})
+    return {"state": state, "param_groups": param_groups}

@@ -216,11 +216,16 @@ def _resume_command(checkpoint: Path) -> str:
 
 def _train(cfg):
     from bugfix_rl.console import print_outcome
-    from bugfix_rl.train import RunInterrupted, run_training
+    from bugfix_rl.distributed import learner_ranks
+    from bugfix_rl.train import RunInterrupted, follow_run, run_training
 
-    run_dir = _run_dir()
+    run_dir, cfg = _run_dir(), _to_object(cfg)
     try:
-        result = run_training(_to_object(cfg), run_dir)
+        with learner_ranks(cfg) as rank:
+            if rank > 0:  # under torchrun: a follower of rank 0, which writes the run dir
+                follow_run(cfg)
+                return
+            result = run_training(cfg, run_dir)
     except RunInterrupted as err:
         if err.checkpoint is None:
             print(f"{err}, before the first checkpoint: nothing to resume ({run_dir})", file=sys.stderr)

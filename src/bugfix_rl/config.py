@@ -252,6 +252,22 @@ class RolloutConfig:
 
 
 @dataclass
+class TrainerConfig:
+    """The learner's processes (src/bugfix_rl/learner.py, algo/data_parallel.py, docs/SCALING.md).
+
+    strategy=single trains in this process. ddp and fsdp share each minibatch's rows among
+    world_size ranks with a global loss normaliser, so N ranks give the one-process update: ddp holds
+    the whole model on each rank (TinyAgent), fsdp shards weights, gradients and Adam's moments with
+    FSDP2 (Qwen3). world_size > 1 spawns that many processes on this machine; under torchrun (one node
+    or several) torchrun's WORLD_SIZE must equal it. Rank 0 samples, evaluates and writes the run dir.
+    """
+
+    strategy: str = "single"  # single | ddp | fsdp
+    world_size: int = 1
+    backend: str = "auto"  # auto (nccl where there is CUDA, else gloo) | gloo | nccl
+
+
+@dataclass
 class BenchConfig:
     """`bugfix-rl bench`: the configured rollout path vs one process (src/bugfix_rl/bench.py)."""
 
@@ -271,6 +287,7 @@ class TrainConfig:
     stop: StopConfig = field(default_factory=StopConfig)
     cold_start: ColdStartConfig = field(default_factory=ColdStartConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
     starts: StartsConfig = field(default_factory=StartsConfig)
     steps: int = 60
@@ -377,13 +394,15 @@ CHOICES = {
     "logger.wandb_mode": ("offline", "online", "disabled"),
     "cold_start.source": ("oracle", "rejection"),
     "rollout.engine": ("ray", "local"),
+    "trainer.strategy": ("single", "ddp", "fsdp"),
+    "trainer.backend": ("auto", "gloo", "nccl"),
 }
 
 POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "algo.lr", "algo.epochs",
             "algo.minibatches", "algo.max_sample_rounds", "env.max_turns", "threads", "eval.n_val",
             "eval.n_test", "algo.max_grad_norm", "algo.max_nonfinite_skips", "bench.repeats", "bench.baseline_threads", "cold_start.steps",
             "cold_start.batch_size", "cold_start.demos", "cold_start.rejection_per_task", "cold_start.lr",
-            "steps",
+            "steps", "trainer.world_size",
             "env.sandbox.timeout_s", "env.sandbox.cpu_s", "env.sandbox.memory_mb", "env.sandbox.file_mb",
             "env.sandbox.nproc", "env.sandbox.workers")
 
@@ -434,6 +453,7 @@ def validate(cfg) -> None:
     if algo.dual_clip is not None and algo.dual_clip <= 1:
         raise ConfigError(f"algo.dual_clip={algo.dual_clip} must be > 1")
     _validate_rollout(cfg)
+    _validate_trainer(cfg)
     if cfg.env.name == "tools" and cfg.env.truncation != "zero":
         raise ConfigError("env.truncation is an edit-menu switch: the tools env always grades the final file")
     if not 0 <= cfg.env.shape_variants <= 1:
@@ -462,6 +482,16 @@ def _validate_rollout(cfg) -> None:
     if rollout.workers > 0 and cfg.policy.name != "tiny":
         raise ConfigError(f"rollout.workers={rollout.workers} runs policy=tiny replicas; a chat model's rollouts "
                           "belong in an inference engine (docs/SCALING.md), use rollout.workers=0")
+
+
+def _validate_trainer(cfg) -> None:
+    trainer = cfg.trainer
+    if (trainer.strategy == "single") != (trainer.world_size == 1):
+        raise ConfigError(f"trainer.strategy={trainer.strategy} with trainer.world_size={trainer.world_size}: "
+                          "single is one process; ddp and fsdp need trainer.world_size >= 2")
+    if trainer.world_size > 1 and (cfg.rollout.workers > 0 or cfg.rollout.max_staleness > 0):
+        raise ConfigError("a sharded learner (trainer.world_size > 1) samples in rank 0's process: use "
+                          "rollout.workers=0 and rollout.max_staleness=0 with it")
 
 
 def resumed_tag(resume) -> str:

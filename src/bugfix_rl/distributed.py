@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from contextlib import contextmanager
 from datetime import timedelta
 
 import torch
@@ -51,6 +52,36 @@ def spawn(fn, world_size: int, args: tuple = (), backend: str = "auto") -> None:
                        start_method="spawn")
 
 
+@contextmanager
+def rank0_of_group(world_size: int, backend: str, follower, args: tuple = ()):
+    """This process as rank 0 of a group of `world_size` on this machine, with ranks 1.. spawned to
+    run follower(rank, *args). On a normal exit it waits for them; on an error it stops them, so a
+    failed run never leaves processes behind."""
+    import torch.multiprocessing as mp
+
+    init, backend = f"tcp://127.0.0.1:{free_port()}", backend_for(backend)
+    context = mp.start_processes(_follower, args=(follower, world_size, init, backend, args),
+                                 nprocs=world_size - 1, start_method="spawn", join=False)
+    try:
+        dist.init_process_group(backend, init_method=init, rank=0, world_size=world_size, timeout=TIMEOUT)
+        _place_on_device()
+        yield
+        while not context.join():
+            pass
+    except BaseException:
+        for process in context.processes:
+            if process.is_alive():
+                process.terminate()
+        raise
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _follower(index: int, fn, world_size: int, init: str, backend: str, args: tuple) -> None:
+    _joined(index + 1, fn, world_size, init, backend, args)
+
+
 def _joined(rank: int, fn, world_size: int, init: str, backend: str, args: tuple) -> None:
     dist.init_process_group(backend, init_method=init, rank=rank, world_size=world_size, timeout=TIMEOUT)
     try:
@@ -63,3 +94,34 @@ def _joined(rank: int, fn, world_size: int, init: str, backend: str, args: tuple
 def _place_on_device() -> None:
     if dist.get_backend() == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", dist.get_rank())) % torch.cuda.device_count())
+
+
+@contextmanager
+def learner_ranks(cfg):
+    """This process's rank in the learner's group for cfg.trainer (config.TrainerConfig): 0 with
+    nothing started for one process; under torchrun, torchrun's rank in the group it set up; else 0,
+    with ranks 1.. spawned on this machine to run train.follow_run."""
+    trainer = cfg.trainer
+    if trainer.world_size == 1:
+        yield 0
+        return
+    if under_torchrun():
+        from bugfix_rl.config import ConfigError
+
+        if int(os.environ["WORLD_SIZE"]) != trainer.world_size:
+            raise ConfigError(f"trainer.world_size={trainer.world_size} but torchrun started "
+                              f"{os.environ['WORLD_SIZE']} processes")
+        rank = join_torchrun_group(trainer.backend)
+        try:
+            yield rank
+        finally:
+            dist.destroy_process_group()
+        return
+    with rank0_of_group(trainer.world_size, trainer.backend, _follow_run, (cfg,)):
+        yield 0
+
+
+def _follow_run(rank: int, cfg) -> None:
+    from bugfix_rl.train import follow_run
+
+    follow_run(cfg)

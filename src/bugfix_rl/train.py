@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from bugfix_rl.algo.advantage_stage import advantage_stage
-from bugfix_rl.algo.update import policy_update
-from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, load_optimizer_tensors, model_tensors,
+from bugfix_rl.algo.data_parallel import DataParallel, SingleProcess
+from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, model_tensors, optimizer_state,
                                   optimizer_tensors, save_checkpoint)
 from bugfix_rl.dashboard import JsonlLogger, WandbLogger, dashboard_row, plot_dashboard
 from bugfix_rl.envs import make_env_factory
@@ -28,6 +29,7 @@ from bugfix_rl.evaluate.evaluate import behaviour_stats, sample_trajectories, su
 from bugfix_rl.evaluate.plots import plot_pass_at_k
 from bugfix_rl.evaluate.stats import paired_summary, pass_at_k_curve, pass_rate_summary
 from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.learner import Learner, broadcast_weights, follow
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.progress import PhaseProgress
 from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_step_tasks
@@ -65,20 +67,20 @@ class Trainer:
     generation runs up to k steps ahead of the learner (in Ray actors it runs during the update).
     """
 
-    def __init__(self, cfg, model, tokenizer, make_env, generator: torch.Generator, reference=None):
+    def __init__(self, cfg, model, tokenizer, make_env, generator: torch.Generator, reference=None, learner=None):
         """reference: the KL reference, the run's starting policy (after any cold start); a resumed
-        run passes the same one, not its resumed weights. Default: a copy of `model` as it is now."""
+        run passes the same one, not its resumed weights. Default: a copy of `model` as it is now.
+        learner: a sharded run's (learner.py), whose replica is `model`; default: `model` in this process."""
         self.cfg, self.algo = cfg, cfg.algo
-        self.model, self.tokenizer, self.make_env = model, tokenizer, make_env
+        self.learner = learner if learner is not None else Learner(model, cfg.algo.lr)
+        self.model, self.tokenizer, self.make_env = self.learner.replica, tokenizer, make_env
         self.generator = generator
         self.tasks = make_tasks("train")
         self.ref_model = None
         if cfg.algo.kl_coef > 0:
             self.ref_model = (reference if reference is not None else copy.deepcopy(model)).eval()
         self.nonfinite_streak = 0  # consecutive optimizer steps skipped for a non-finite gradient norm
-        make_optimizer = getattr(model, "make_optimizer", None)  # a policy may bring its own (Qwen3: AdamW)
-        self.optimizer = (make_optimizer(cfg.algo.lr) if make_optimizer
-                          else torch.optim.Adam(model.parameters(), lr=cfg.algo.lr))
+        self.optimizer = self.learner.optimizer
         self.task_stats = TaskStats() if (cfg.algo.task_filter or cfg.algo.curriculum) else None
         self.pool = make_pool(cfg, model, tokenizer, make_env)
         self.in_flight: dict[int, object] = {}  # step -> its submitted first sampling round
@@ -108,7 +110,7 @@ class Trainer:
         informative = grouped.abs().max(1).values > 0  # [groups]: a group is one task drawn this step
         extra["zero_adv_frac"] = float((~informative).float().mean())
         extra["tasks_with_gradient"] = int(informative.sum())
-        metrics = policy_update(self.model, self.optimizer, batch, algo, self.generator, self.ref_model)
+        metrics = self.learner.update(batch, algo, self.generator, self.ref_model)
         self._count_nonfinite(step, metrics)
         t2 = time.perf_counter()
         extra.update(time_sample=t1 - t0, time_update=t2 - t1)
@@ -126,6 +128,7 @@ class Trainer:
 
     def close(self) -> None:
         self.pool.close()
+        self.learner.stop_followers()
 
 
 def staleness_metrics(trajectories, step: int) -> dict:
@@ -238,6 +241,9 @@ def run_training(cfg, run_dir: Path) -> dict:
     trainer, state = None, RunState()
     try:
         base = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env, progress=PhaseProgress(bars=cfg.logger.console))
+        parallel = data_parallel(cfg)
+        if parallel.world_size > 1:
+            dist.barrier()  # the other ranks load the RL base from the cache now
         if cfg.cold_start.enabled:
             cold_start(cfg, base, tokenizer, make_env)  # the run starts from the SFT policy
         model = build_policy(cfg.policy, tokenizer, init=cfg.resume) if cfg.resume else copy.deepcopy(base)
@@ -249,9 +255,14 @@ def run_training(cfg, run_dir: Path) -> dict:
             if not all(c["ok"] for c in checks.values()) and not cfg.allow_failed_preflight:
                 raise PreflightFailed("preflight failed: " + ", ".join(k for k, c in checks.items() if not c["ok"])
                                       + " (set allow_failed_preflight=true to train anyway)")
+        if parallel.world_size > 1:  # every rank starts from rank 0's weights (its cold start, its resume)
+            broadcast_weights(base)
+            broadcast_weights(model)
+        learner = Learner(model, cfg.algo.lr, parallel)
+        model = learner.replica  # under FSDP2 `model` itself now holds this rank's shards
         torch.manual_seed(cfg.seed)
         generator = torch.Generator().manual_seed(cfg.seed)
-        trainer = Trainer(cfg, model, tokenizer, make_env, generator, reference=base)
+        trainer = Trainer(cfg, model, tokenizer, make_env, generator, reference=base, learner=learner)
         start = restore_run(cfg.resume, trainer, state) if cfg.resume else 0
         loggers = [JsonlLogger(run_dir / "metrics.jsonl")] if cfg.logger.jsonl else []
         if cfg.logger.wandb:
@@ -268,8 +279,9 @@ def run_training(cfg, run_dir: Path) -> dict:
             view.status(f"validating step {step}: {cfg.eval.n_val} episodes x {len(make_tasks('val'))} tasks")
             state.validation[step] = evaluate_split(policy, tokenizer, make_env, "val", cfg.eval.n_val,
                                                     cfg.eval.val_seed, temperature)
-            save_checkpoint(path, {**model_tensors(policy), **resume_tensors(trainer)},
-                            {**checkpoint_meta(cfg, step, tokenizer), **resume_meta(trainer, state)})
+            resume_tensors, resume_meta = resume_state(trainer, state)
+            save_checkpoint(path, {**model_tensors(policy), **resume_tensors},
+                            {**checkpoint_meta(cfg, step, tokenizer), **resume_meta})
             view.checkpoint(step, state.validation[step])
             view.status(f"step {step} validation pass@1 {state.validation[step]['pass_at_1']:.3f}")
 
@@ -300,7 +312,7 @@ def run_training(cfg, run_dir: Path) -> dict:
                     break
         for logger in loggers:
             logger.close()
-        trainer.close()  # rollout workers are not needed for the final evaluations
+        trainer.close()  # rollout workers (and the learner's other ranks) are not needed for the final evaluations
         result = finish_run(cfg, run_dir, state, base, tokenizer, make_env,
                             PhaseProgress(bars=cfg.logger.console, lines=cfg.logger.console))
         view.final(result)
@@ -321,16 +333,34 @@ def run_training(cfg, run_dir: Path) -> dict:
             close_env()
 
 
-def resume_tensors(trainer: "Trainer") -> dict:
-    """What, beyond the weights, a resumed run needs: optimizer state and the sampling generator."""
-    tensors, _ = optimizer_tensors(trainer.optimizer)
+def data_parallel(cfg):
+    """The update's row sharing for this process (algo/data_parallel.py): the default process group's
+    rank under trainer.strategy ddp or fsdp (distributed.py made the group), else this process alone."""
+    if cfg.trainer.strategy == "single":
+        return SingleProcess()
+    return DataParallel(cfg.trainer.strategy)
+
+
+def follow_run(cfg) -> None:
+    """Ranks 1..N-1 of a sharded run: the same policy and learner as rank 0, which samples, evaluates,
+    writes the run dir and tells these ranks when to update (learner.follow)."""
+    torch.set_num_threads(cfg.threads)
+    tokenizer = build_tokenizer_for(cfg)
+    dist.barrier()  # rank 0 has built the RL base (or found it in the cache)
+    base = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
+    model = copy.deepcopy(base)
+    broadcast_weights(base)
+    broadcast_weights(model)
+    learner = Learner(model, cfg.algo.lr, data_parallel(cfg))
+    follow(learner, cfg.algo, base.eval() if cfg.algo.kl_coef > 0 else None)
+
+
+def resume_state(trainer: "Trainer", state: RunState) -> tuple[dict, dict]:
+    """(tensors, metadata) that, beyond the weights, a resumed run needs: the optimizer's state (in the
+    one-process format at any world size), the sampling generator, the rows and validations so far."""
+    tensors, param_groups = optimizer_tensors(trainer.learner.optimizer_state())
     tensors["rng.generator"] = trainer.generator.get_state()
-    return tensors
-
-
-def resume_meta(trainer: "Trainer", state: RunState) -> dict:
-    _, param_groups = optimizer_tensors(trainer.optimizer)
-    return {"optimizer_param_groups": param_groups, "rows": state.rows,
+    return tensors, {"optimizer_param_groups": param_groups, "rows": state.rows,
             "validation": {str(s): v for s, v in state.validation.items()},
             "checkpoints": {str(s): str(p) for s, p in state.checkpoints.items()},
             "task_stats": trainer.task_stats.rate if trainer.task_stats else None}
@@ -341,7 +371,7 @@ def restore_run(path: str, trainer: "Trainer", state: RunState) -> int:
     tensors, meta = load_checkpoint(path)
     if "rng.generator" not in tensors or "rows" not in meta:
         raise CheckpointError(f"{path} has no resume state (weights only)")
-    load_optimizer_tensors(trainer.optimizer, tensors, meta["optimizer_param_groups"])
+    trainer.learner.load_optimizer_state(optimizer_state(tensors, meta["optimizer_param_groups"]))
     trainer.generator.set_state(tensors["rng.generator"])
     if trainer.task_stats is not None and meta.get("task_stats"):
         trainer.task_stats.rate = dict(meta["task_stats"])

@@ -92,7 +92,7 @@ class DataParallel(SingleProcess):
         if self.strategy == "ddp":
             from torch.nn.parallel import DistributedDataParallel
 
-            wrapped = DistributedDataParallel(model, broadcast_buffers=False)
+            wrapped = DistributedDataParallel(model, forward_sync_buffers=False)
             wrapped.register_comm_hook(None, _sum_hook)  # the loss is already globally normalised
             return wrapped
         from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
