@@ -22,6 +22,8 @@ from bugfix_rl.rollout.trajectory import collate
 from bugfix_rl.train import Trainer
 from tests.conftest import small_config
 
+from conftest_qwen import tiny_qwen_dir  # noqa: F401  (a fixture)
+
 
 def _trainer(model, tokenizer, cfg):
     torch.set_num_threads(cfg.threads)  # 1 in small_config, as in the actors
@@ -164,3 +166,25 @@ def test_ray_pool_closes_cleanly_when_an_actor_died(rl_base, capsys):
     pool.close(timeout=10.0)  # warns, kills the rest, stops the cluster it started; does not raise
     assert "did not close cleanly" in capsys.readouterr().err
     assert not ray.is_initialized()
+
+
+def test_ray_workers_sample_the_tiny_qwen3s_chat_episodes_like_the_in_process_shards(tiny_qwen_dir):
+    """policy=qwen3 rollout.workers=2: two Ray actors, each with a replica of the chat model that the
+    learner's weights are published to, sample token-in/token-out chat episodes (ids, policy mask and
+    the sampler's log-probs) equal to the in-process shards' for the same seeds; 2 training steps give
+    the same rows and the same weights."""
+    from conftest_qwen import qwen_config
+    from bugfix_rl.policy.build import build_policy
+
+    rows, weights = {}, {}
+    for engine in ("local", "ray"):
+        cfg = qwen_config(tiny_qwen_dir, **{"rollout.workers": 2, "rollout.engine": engine, "threads": 1,
+                                            "algo.entropy_coef": 0.01})
+        tokenizer = build_tokenizer_for(cfg)
+        model = build_policy(cfg.policy, tokenizer)
+        rows[engine] = _without_times(_run(model, tokenizer, cfg, 2))
+        weights[engine] = [p.detach().clone() for p in model.parameters()]
+    assert rows["local"] == rows["ray"]
+    assert rows["ray"][0]["policy_tokens"] > 0 and rows["ray"][0]["logp_gap"] < 1e-4  # token-in/token-out
+    assert all(torch.equal(p, q) for p, q in zip(weights["local"], weights["ray"]))
+    assert any(not torch.equal(p, q) for p, q in zip(weights["ray"], build_policy(cfg.policy, tokenizer).parameters()))

@@ -479,9 +479,6 @@ def _validate_rollout(cfg) -> None:
     if rollout.max_staleness > 0 and cfg.algo.tis_cap is None:
         raise ConfigError(f"rollout.max_staleness={rollout.max_staleness} needs algo.tis_cap (the truncated "
                           "importance correction of stale samples), e.g. algo.tis_cap=2.0")
-    if rollout.workers > 0 and cfg.policy.name != "tiny":
-        raise ConfigError(f"rollout.workers={rollout.workers} runs policy=tiny replicas; a chat model's rollouts "
-                          "belong in an inference engine (docs/SCALING.md), use rollout.workers=0")
 
 
 def _validate_trainer(cfg) -> None:

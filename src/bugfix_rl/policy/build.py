@@ -57,6 +57,9 @@ def _qwen3(policy_cfg, tokenizer, init: str, env_cfg=None, progress=None):
 # policy.name -> (cfg -> tokenizer, (policy_cfg, tokenizer, init, env_cfg, progress) -> model)
 TOKENIZERS = Registry("policy", {"tiny": _word_tokenizer, "qwen3": _chat_tokenizer})
 POLICIES = Registry("policy", {"tiny": _tiny_agent, "qwen3": _qwen3})
+# The cheapest init that builds a policy's architecture, for a replica whose weights are published to it
+# (rollout workers): TinyAgent's random init, the chat model's own pretrained weights.
+REPLICA_INIT = Registry("policy", {"tiny": "scratch", "qwen3": "pretrained"})
 
 
 def build_tokenizer_for(cfg):

@@ -1,6 +1,7 @@
 """Rollout and grading workers on Ray (`rollout.workers=N`, `rollout.engine=ray`).
 
-Each actor holds a policy replica, the tokenizer and its own env factory (for env=tools its own
+Each actor holds a policy replica (TinyAgent, or a chat model sampling token-in/token-out chat
+episodes with their log-probs; on a machine with GPUs each actor gets 1/N of them), the tokenizer and its own env factory (for env=tools its own
 sandbox, so grading runs in the actor too). A step's groups are split into shards by
 `pool.shard_jobs`; shard i goes to actor i mod N. An actor runs its calls in the order they were
 sent, so weights published with `set_weights` before a `submit` are the weights that sample it: the
@@ -46,10 +47,10 @@ class RolloutWorker:
     def __init__(self, cfg, threads: int):
         torch.set_num_threads(threads)
         from bugfix_rl.envs import make_env_factory
-        from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+        from bugfix_rl.policy.build import REPLICA_INIT, build_policy, build_tokenizer_for
 
         self.tokenizer = build_tokenizer_for(cfg)
-        self.model = build_policy(cfg.policy, self.tokenizer, init="scratch").eval()
+        self.model = build_policy(cfg.policy, self.tokenizer, init=REPLICA_INIT[cfg.policy.name]).eval()
         self.make_env, self.close_env = make_env_factory(cfg.env)
         self.version = 0
 
@@ -76,8 +77,9 @@ class RayPool:
             ray.init(num_cpus=max(workers * threads, os.cpu_count() or 1), include_dashboard=False,
                      log_to_driver=False, configure_logging=False)
         self.actors = []
+        gpus = torch.cuda.device_count()  # where there are GPUs each actor gets its share (a chat model's replica)
         try:
-            actor = ray.remote(num_cpus=threads)(RolloutWorker)
+            actor = ray.remote(num_cpus=threads, num_gpus=gpus / workers if gpus else 0)(RolloutWorker)
             self.actors = [actor.remote(cfg, threads) for _ in range(workers)]
             self.version = -1
             ray.get(self.set_weights(model, 0))  # waits until every actor is built and holds the weights
