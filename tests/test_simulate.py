@@ -111,3 +111,42 @@ def test_simulate_bad_input_is_one_line_exit_2(args, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["simulate", *args])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- calibration from a run
+
+
+def test_calibration_turns_a_runs_steps_into_episode_durations_and_an_update_time():
+    """A step that sampled E episodes on W workers in S seconds: episodes of S * W / E seconds; the
+    first row (warm-up) is left out; the update time is the median."""
+    from bugfix_rl.simulate import calibrated
+
+    rows = [{"time_sample": 9.0, "time_update": 9.0, "sampled_episodes": 64},
+            {"time_sample": 3.2, "time_update": 1.0, "sampled_episodes": 64},
+            {"time_sample": 1.6, "time_update": 3.0, "sampled_episodes": 32},
+            {"time_sample": 6.4, "time_update": 2.0, "sampled_episodes": 64}]
+    w = calibrated(SimulateConfig(workers=2), rows, run_workers=2, run_episodes=64)
+    assert w.episode_seconds == pytest.approx([0.1, 0.1, 0.2])
+    assert w.update_seconds == 2.0 and w.episodes_per_step == 64 and w.startup_seconds == 0 and w.warm_pool == 0
+    assert w.workers == 2  # the configuration to predict is the caller's
+    with pytest.raises(ValueError, match="no timed steps"):
+        calibrated(SimulateConfig(), [{"reward": 0.0}, {"reward": 1.0}], 0, 64)
+
+
+def test_a_calibrated_sync_step_is_its_sampling_plus_its_update_and_async_hides_the_shorter():
+    """Constant 0.1-s episodes, 64 per step: 1 worker samples a step in 6.4 s, 2 workers in 3.2 s; sync
+    adds the 2-s update, async with staleness 1 overlaps them (the longer of the two, once the pipeline
+    is full)."""
+    base = SimulateConfig(episode_seconds=[0.1], update_seconds=2.0, episodes_per_step=64, startup_seconds=0,
+                          tool_seconds=0, warm_pool=0, steps=200)
+    for workers, sampling in ((1, 6.4), (2, 3.2)):
+        w = dataclasses.replace(base, workers=workers)
+        sync, asynchronous = simulate(w, 0), simulate(w, 1)
+        assert sync.hours * 3600 / sync.steps == pytest.approx(sampling + 2.0, rel=1e-9)
+        assert asynchronous.hours * 3600 / asynchronous.steps == pytest.approx(max(sampling, 2.0), rel=0.02)
+
+
+def test_simulate_calibrate_needs_a_finished_synchronous_run(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["simulate", f"calibrate={tmp_path}"])
+    assert exit_info.value.code == 2 and "not a finished run dir" in capsys.readouterr().err

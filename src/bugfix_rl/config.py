@@ -378,6 +378,12 @@ class SimulateConfig:
     warm_pool: int = 0  # containers kept started ahead; 0 = every episode waits for a cold start
     target_step_minutes: float = 30.0  # for the printed Little's-law sizing only
     seed: int = 0
+    # Calibration (this machine's own figures instead of the fields above): a run dir (or its
+    # metrics.jsonl) whose steps sampled in one process or in Ray workers, synchronously. Its seconds
+    # per episode (each step's sampling time x its workers / its episodes) replace the turn model,
+    # its median update time update_seconds, its batch episodes_per_step; no container start-up.
+    calibrate: Optional[str] = None
+    episode_seconds: list[float] = field(default_factory=list)  # episode durations drawn from (empty: the turn model)
 
 
 CHOICES = {

@@ -98,7 +98,10 @@ class _Episode:
 
 
 def _draw_duration(w, rng: random.Random) -> float:
-    """Agent interaction time of one episode (container wait excluded)."""
+    """Agent interaction time of one episode (container wait excluded): from the turn model, or drawn
+    from a calibration's measured durations (w.episode_seconds)."""
+    if w.episode_seconds:
+        return rng.choice(w.episode_seconds)
     sigma = w.tail_sigma
     scale = rng.lognormvariate(-sigma * sigma / 2, sigma) if sigma > 0 else 1.0  # mean 1
     n = max(1, round(w.turns * scale))
@@ -222,12 +225,56 @@ ROWS = (  # (label, SimResult field, format)
 )
 
 
+def calibrated(cfg, rows: list[dict], run_workers: int, run_episodes: int):
+    """`cfg` set to a run's measured figures: rows are its metrics.jsonl rows (the first, which warms
+    caches and sandboxes up, is left out), run_workers its rollout.workers (0: one process),
+    run_episodes its episodes per step. A step that sampled E episodes on W workers in S seconds gives
+    episodes of S * W / E seconds each (a worker runs its share one after another)."""
+    import dataclasses
+
+    timed = rows[1:] if len(rows) > 1 else rows
+    if not timed or any("time_sample" not in r or "time_update" not in r for r in timed):
+        raise ValueError("calibrate: the run's metrics.jsonl has no timed steps (time_sample, time_update)")
+    per_episode = [r["time_sample"] * max(1, run_workers) / r.get("sampled_episodes", run_episodes) for r in timed]
+    return dataclasses.replace(cfg, episode_seconds=per_episode, update_seconds=statistics.median(
+        r["time_update"] for r in timed), episodes_per_step=run_episodes, startup_seconds=0.0, warm_pool=0,
+        tool_seconds=0.0)
+
+
+def read_calibration(cfg):
+    """SimulateConfig `cfg` calibrated from the run that cfg.calibrate names (calibrated())."""
+    import json
+    from pathlib import Path
+
+    path = Path(cfg.calibrate)
+    run_dir = path.parent if path.is_file() else path
+    metrics, record = run_dir / "metrics.jsonl", run_dir / "eval.json"
+    if not metrics.is_file() or not record.is_file():
+        raise ValueError(f"calibrate: {run_dir} is not a finished run dir (metrics.jsonl and eval.json)")
+    train_cfg = json.loads(record.read_text())["config"]["resolved"]
+    if train_cfg["rollout"]["max_staleness"]:
+        raise ValueError("calibrate: use a synchronous run (rollout.max_staleness=0): an async step's sampling "
+                         "time overlaps the update")
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    episodes = train_cfg["algo"]["prompts_per_step"] * train_cfg["algo"]["group_size"]
+    return calibrated(cfg, rows, train_cfg["rollout"]["workers"], episodes)
+
+
+def seconds_per_step(result: SimResult) -> float:
+    return result.hours * 3600 / result.steps
+
+
 def simulate_command(cfg, console=None) -> tuple[SimResult, SimResult]:
     """`bugfix-rl simulate [overrides]`: sync vs async side by side, and the Little's-law sizing."""
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console(highlight=False)
+    if cfg.calibrate:
+        cfg = read_calibration(cfg)
+        console.print(f"calibrated from {cfg.calibrate}: {len(cfg.episode_seconds)} steps, "
+                      f"{statistics.fmean(cfg.episode_seconds):.4f} s per episode (mean), update "
+                      f"{cfg.update_seconds:.3f} s, {cfg.episodes_per_step} episodes per step", soft_wrap=True)
     check_workload(cfg)
     if cfg.max_staleness < 1:
         raise ValueError(f"max_staleness={cfg.max_staleness} must be >= 1 (it bounds the async column; sync is 0)")
@@ -239,7 +286,10 @@ def simulate_command(cfg, console=None) -> tuple[SimResult, SimResult]:
     table.add_column(f"async (max_staleness={asynchronous.max_staleness})", justify="right")
     for label, key, fmt in ROWS:
         table.add_row(label, format(getattr(sync, key), fmt), format(getattr(asynchronous, key), fmt))
+    table.add_row("seconds per step", f"{seconds_per_step(sync):.3f}", f"{seconds_per_step(asynchronous):.3f}")
     console.print(table)
+    if cfg.calibrate:
+        return sync, asynchronous
     cold, warm = mean_episode_seconds(cfg, True), mean_episode_seconds(cfg, False)
     target, B = cfg.target_step_minutes * 60, cfg.episodes_per_step
     in_flight_cold, in_flight_warm = (littles_law_concurrency(B, target, W) for W in (cold, warm))
