@@ -230,3 +230,18 @@ def test_the_config_refuses_a_learner_it_cannot_run(overrides, message):
         set_dotted(cfg, key, value)
     with pytest.raises(ConfigError, match=message):
         validate(cfg)
+
+
+def _failing_follower(rank: int) -> None:
+    raise ValueError(f"rank {rank} cannot build its policy")
+
+
+def test_a_failed_follower_stops_rank_0_with_one_line_naming_it():
+    """Rank 0 waiting at a collective sees only a broken connection; the error it raises names the
+    follower that failed and that follower's own last error line."""
+    import torch.distributed as dist
+
+    with pytest.raises(distributed.LearnerRankFailed, match="learner rank 1 failed: ValueError: rank 1 cannot build"):
+        with distributed.rank0_of_group(2, "gloo", _failing_follower):
+            dist.barrier()
+    assert not dist.is_initialized()

@@ -193,6 +193,7 @@ def _guarded(fn):
     from bugfix_rl.checkpoint import CheckpointError
 
     def wrapper(cfg):
+        from bugfix_rl.distributed import LearnerRankFailed
         from bugfix_rl.policy.chat_template import TokenPathMismatch
         from bugfix_rl.rollout.env_errors import RolloutFailed
         from bugfix_rl.train import NonFiniteUpdate, PreflightFailed
@@ -201,7 +202,7 @@ def _guarded(fn):
             return fn(cfg)
         except (UserError, CheckpointError) as err:
             fail(str(err))
-        except (PreflightFailed, TokenPathMismatch, RolloutFailed, NonFiniteUpdate) as err:
+        except (PreflightFailed, TokenPathMismatch, RolloutFailed, NonFiniteUpdate, LearnerRankFailed) as err:
             fail(str(err), EXIT_FAILED)
     return wrapper
 

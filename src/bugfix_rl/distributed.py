@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -68,14 +69,45 @@ def rank0_of_group(world_size: int, backend: str, follower, args: tuple = ()):
         yield
         while not context.join():
             pass
-    except BaseException:
+    except BaseException as err:
+        failure = None if isinstance(err, KeyboardInterrupt) else _follower_failure(context)
         for process in context.processes:
             if process.is_alive():
                 process.terminate()
+        if failure is not None:  # the cause, not the broken connection rank 0 saw
+            raise LearnerRankFailed(failure) from None
         raise
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+class LearnerRankFailed(RuntimeError):
+    """A rank other than 0 of the learner exited (one line: which rank, and its last error line)."""
+
+
+def _follower_failure(context) -> str | None:
+    """What ended the first follower that exited with an error (its exception's last line, or its
+    exit code or signal), or None if every follower is still running or ended cleanly."""
+    import torch.multiprocessing as mp
+
+    deadline = time.monotonic() + 5.0  # one that is failing closes its connection before it exits
+    for process in context.processes:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+    for index, process in enumerate(context.processes):
+        if process.is_alive() or process.exitcode == 0:
+            continue
+        try:
+            context.join(timeout=0)
+        except mp.ProcessRaisedException as raised:
+            last = [line for line in str(raised).splitlines() if line.strip()][-1]
+            return f"learner rank {index + 1} failed: {last}"
+        except mp.ProcessExitedException:
+            pass
+        code = process.exitcode
+        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+        return f"learner rank {index + 1} {how}; rank 0 stopped too"
+    return None
 
 
 def _follower(index: int, fn, world_size: int, init: str, backend: str, args: tuple) -> None:
