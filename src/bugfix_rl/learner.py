@@ -58,10 +58,16 @@ class Learner:
         self._load_optimizer_state(state, bool(state["state"]))
 
     def stop_followers(self) -> None:
-        """Let the other ranks return (once; later calls do nothing)."""
-        if not self.stopped:
+        """Let the other ranks return (once; later calls do nothing). Best effort: after Ctrl-C or a
+        failed rank they may be gone already, and the error that matters is the one being raised
+        (distributed.rank0_of_group names a failed rank)."""
+        if self.stopped:
+            return
+        self.stopped = True
+        try:
             self._tell("stop")
-            self.stopped = True
+        except RuntimeError:  # torch.distributed's DistBackendError: the connection to a rank is gone
+            pass
 
     # ------------------------------------------------------------------ every rank
 
