@@ -2,6 +2,7 @@
 
     pip install -e '.[bench]'               # trl is a benchmark dependency, never a runtime one
     python scripts/bench_vs_trl.py [--steps 4] [--repeats 3] [--threads 1 2] [--max-new 48]
+    python scripts/bench_vs_trl.py --tinyagent      # TinyAgent's edit-menu step vs TRL on a Qwen3 of its size
 
 The same work on both sides: the tests' tiny random Qwen3 (policy/tiny_qwen.py: same weights, fp32),
 the same single-turn edit-menu prompts (our chat template's rendering of the system prompt, the tool
@@ -150,6 +151,99 @@ def run_trl(model_dir: Path, rows: list[dict], steps: int, max_new: int, seed: i
     return {"seconds": clock.seconds[1:], "tokens": [length * 64 for length in clock.lengths[1:]]}
 
 
+def run_tinyagent(steps: int, seed: int) -> dict:
+    """TinyAgent's edit-menu GRPO step as a user runs it (the RL base, multi-turn episodes), with TRL's
+    step shape: 8 prompts x group 8, one epoch, one minibatch, every row's backward (entropy 1e-12)."""
+    from bugfix_rl.config import TrainConfig
+    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+    from bugfix_rl.train import Trainer
+
+    cfg = TrainConfig()
+    cfg.algo.group_size, cfg.algo.prompts_per_step, cfg.algo.epochs, cfg.algo.minibatches = 8, 8, 1, 1
+    cfg.algo.temperature, cfg.algo.entropy_coef = 1.0, 1e-12
+    tokenizer = build_tokenizer_for(cfg)
+    model = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
+    make_env, close = make_env_factory(cfg.env)
+    torch.manual_seed(seed)
+    trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(seed))
+    times, tokens = [], []
+    try:
+        for step in range(steps + 1):
+            start = time.perf_counter()
+            row = trainer.step(step)
+            if step:
+                times.append(time.perf_counter() - start)
+                tokens.append(row["policy_tokens"] * 64)
+    finally:
+        trainer.close()
+        close()
+    return {"seconds": times, "tokens": tokens, "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def matched_qwen3(directory: Path, target: int) -> tuple[Path, int]:
+    """A random Qwen3 of the tests' tiny architecture and stand-in tokenizer whose MLP width makes its
+    parameter count the nearest to `target` (each unit of width is 3 x hidden x layers parameters)."""
+    from transformers import AutoModelForCausalLM
+
+    from bugfix_rl.policy.tiny_qwen import TINY_QWEN3, build_standin_tokenizer, save_random_qwen3
+
+    tokenizer = build_standin_tokenizer()
+    probe = save_random_qwen3(directory / "probe", tokenizer)
+    count = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(probe).parameters())
+    per_width = 3 * TINY_QWEN3["hidden_size"] * TINY_QWEN3["num_hidden_layers"]
+    width = TINY_QWEN3["intermediate_size"] + round((target - count) / per_width)
+    matched = save_random_qwen3(directory / "matched", tokenizer, {**TINY_QWEN3, "intermediate_size": width})
+    return matched, sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(matched).parameters())
+
+
+def tinyagent_main(args) -> None:
+    """TinyAgent (bugfix-rl) against TRL's GRPOTrainer on a Qwen3 with as many parameters, interleaved."""
+    import tempfile
+
+    import transformers
+    import trl
+
+    from bugfix_rl.kernels import cpu_model
+
+    results, parameters = {}, {}
+    with tempfile.TemporaryDirectory() as models:
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            for repeat in range(args.repeats):
+                ours = run_tinyagent(args.steps, repeat)
+                parameters["tinyagent"] = ours["parameters"]
+                if "qwen3" not in parameters:
+                    model_dir, parameters["qwen3"] = matched_qwen3(Path(models), ours["parameters"])
+                    rows = prompts(model_dir, our_config(model_dir, args.max_new))
+                with tempfile.TemporaryDirectory() as tmp:
+                    theirs = run_trl(model_dir, rows, args.steps, args.max_new, repeat, Path(tmp))
+                for name, run in (("tinyagent", ours), ("trl", theirs)):
+                    results.setdefault((name, threads), []).append(run)
+                    print(f"{name} threads={threads} repeat={repeat}: s/step {statistics.median(run['seconds']):.3f}",
+                          file=sys.stderr, flush=True)
+    print(f"| threads | TinyAgent, bugfix-rl ({parameters['tinyagent']:,} parameters) s/step | TRL, Qwen3 "
+          f"({parameters['qwen3']:,} parameters) s/step | TRL / TinyAgent | TinyAgent tokens/s | TRL tokens/s |")
+    print("|---|---|---|---|---|---|")
+    table = []
+    for threads in args.threads:
+        row = {"threads": threads}
+        for name in ("tinyagent", "trl"):
+            runs = results[(name, threads)]
+            row[name] = {"best_median_s_per_step": min(statistics.median(r["seconds"]) for r in runs),
+                         "tokens_per_s": max(sum(r["tokens"]) / sum(r["seconds"]) for r in runs)}
+        table.append(row)
+        ours, theirs = row["tinyagent"], row["trl"]
+        print(f"| {threads} | {ours['best_median_s_per_step']:.3f} | {theirs['best_median_s_per_step']:.3f} | "
+              f"{theirs['best_median_s_per_step'] / ours['best_median_s_per_step']:.2f}x | "
+              f"{ours['tokens_per_s']:.0f} | {theirs['tokens_per_s']:.0f} |")
+    meta = {"cpu": cpu_model(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "trl": trl.__version__, "steps": args.steps, "max_new_tokens": args.max_new, "parameters": parameters}
+    print(json.dumps(meta))
+    if args.out:
+        args.out.write_text(json.dumps({"meta": meta, "table": table}, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=4)
@@ -157,7 +251,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--max-new", type=int, default=48)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--tinyagent", action="store_true",
+                        help="TinyAgent's edit-menu step against TRL on a Qwen3 of matching parameter count")
     args = parser.parse_args()
+    if args.tinyagent:
+        tinyagent_main(args)
+        return
     import tempfile
 
     import transformers
