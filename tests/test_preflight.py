@@ -142,13 +142,15 @@ def test_per_micro_batch_normaliser(first, monkeypatch):
 
 
 def test_micro_batches_that_drop_rows(first, monkeypatch):
-    real = update.micro_batches
+    from bugfix_rl.algo import data_parallel
 
-    def last_rows_dropped(batch, size):
-        parts = list(real(batch, size))
+    real = data_parallel.row_slices
+
+    def last_rows_dropped(n_rows, size):
+        parts = real(n_rows, size)
         return parts[:-1] if len(parts) > 1 else parts
 
-    monkeypatch.setattr(update, "micro_batches", last_rows_dropped)
+    monkeypatch.setattr(data_parallel, "row_slices", last_rows_dropped)  # how the update cuts micro-batches
     assert ACCUMULATED in failures(first)
 
 

@@ -150,14 +150,24 @@ class _Worker:
         self.write_fd, self.read_fd = self.process.stdin.fileno(), self.process.stdout.fileno()
         limits = {"cpu_s": config.cpu_s, "memory_mb": config.memory_mb, "file_mb": config.file_mb,
                   "nproc": config.nproc}
-        wire.write_frame(self.write_fd, {"limits": limits, "scratch_mb": config.scratch_mb})
+        self.closed_early = False  # the server exited before it read its limits (hello() says how)
+        try:
+            wire.write_frame(self.write_fd, {"limits": limits, "scratch_mb": config.scratch_mb})
+        except BrokenPipeError:
+            self.closed_early = True
 
     def hello(self, timeout_s: float = 60.0) -> dict:
-        try:
-            hello, reason = wire.read_frame(self.read_fd, time.monotonic() + timeout_s), ""
-        except (TimeoutError, ValueError) as error:
-            hello, reason = None, f"{error}; "
+        hello, reason = None, "it exited before reading its limits; "
+        if not self.closed_early:
+            try:
+                hello, reason = wire.read_frame(self.read_fd, time.monotonic() + timeout_s), ""
+            except (TimeoutError, ValueError) as error:
+                hello, reason = None, f"{error}; "
         if hello is None:
+            try:
+                self.process.wait(timeout=5)  # its exit code, for the message
+            except subprocess.TimeoutExpired:
+                pass
             self.close()
             raise SandboxUnavailable(f"sandbox server {self.index} failed to start "
                                      f"({reason}exit code {self.process.returncode}; see stderr)")
