@@ -53,34 +53,39 @@ def one_step(model, batch, algo, parallel=None) -> dict:
     return policy_update(model, optimizer, batch, algo, generator, **kwargs)
 
 
-def _ddp_rank(rank: int, rows: int, algo: AlgoConfig, out: str) -> None:
+def _ddp_rank(rank: int, cases: list, out: str) -> None:
     torch.set_num_threads(1)
-    model, batch = tiny_agent_case(rows)
-    parallel = DataParallel("ddp")
-    metrics = one_step(parallel.wrap(model), batch, algo, parallel)
-    if rank == 0:
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, out,
-                  metadata={"entropy": str(metrics["entropy"])})
+    for index, (rows, algo) in enumerate(cases):  # one process group for every case: start-up is most of the time
+        model, batch = tiny_agent_case(rows)
+        parallel = DataParallel("ddp")
+        metrics = one_step(parallel.wrap(model), batch, algo, parallel)
+        if rank == 0:
+            save_file({k: v.contiguous() for k, v in model.state_dict().items()}, f"{out}.{index}",
+                      metadata={"entropy": str(metrics["entropy"]), "logp_gap_p99": str(metrics["logp_gap_p99"])})
 
 
 # rows / micro-batch size: 8 rows, 2 minibatches of 4, shares 2 + 2; 7 rows in micro-batches of 2
-# (shares 4 + 3 of the first minibatch); 3 rows one at a time (rank 1 runs a zero-weight row).
+# (shares 4 + 3 of the first minibatch); 3 rows one at a time (rank 1 runs a zero-weight row); 2 rows
+# in 2 minibatches (rank 1 never has a real row, so no statistics of its own); TIS (every rank computes
+# pi_old over the whole batch, the gap is counted once).
 DDP_CASES = [(8, AlgoConfig(minibatches=2)), (7, AlgoConfig(micro_batch_size=2, epochs=2)),
-             (3, AlgoConfig(micro_batch_size=1, loss_mode="seq_mean_token_sum"))]
+             (3, AlgoConfig(micro_batch_size=1, loss_mode="seq_mean_token_sum")),
+             (2, AlgoConfig(minibatches=2)), (8, AlgoConfig(tis_cap=2.0))]
 
 
-@pytest.mark.parametrize("rows, algo", DDP_CASES)
-def test_a_ddp_step_of_tiny_agent_on_2_ranks_equals_the_1_process_step(tmp_path, rows, algo):
+def test_a_ddp_step_of_tiny_agent_on_2_ranks_equals_the_1_process_step(tmp_path):
     torch.set_num_threads(1)
-    model, batch = tiny_agent_case(rows)
-    before = copy.deepcopy(model.state_dict())
-    single = one_step(model, batch, algo)
     out = str(tmp_path / "rank0.safetensors")
-    distributed.spawn(_ddp_rank, 2, (rows, algo, out), backend="gloo")
-    got = load_file(out)
-    assert any(float((got[k] - before[k]).abs().max()) > 1e-4 for k in before)  # the step moved the weights
-    assert_same_parameters(got, model.state_dict())
-    assert abs(rank0_metric(out, "entropy") - single["entropy"]) <= 1e-5 * single["entropy"]  # stats of all ranks
+    distributed.spawn(_ddp_rank, 2, (DDP_CASES, out), backend="gloo")
+    for index, (rows, algo) in enumerate(DDP_CASES):
+        model, batch = tiny_agent_case(rows)
+        before = copy.deepcopy(model.state_dict())
+        single = one_step(model, batch, algo)
+        got = load_file(f"{out}.{index}")
+        assert any(float((got[k] - before[k]).abs().max()) > 1e-4 for k in before)  # the step moved the weights
+        assert_same_parameters(got, model.state_dict())
+        assert abs(rank0_metric(f"{out}.{index}", "entropy") - single["entropy"]) <= 1e-5 * single["entropy"]
+        assert rank0_metric(f"{out}.{index}", "logp_gap_p99") == pytest.approx(single["logp_gap_p99"], abs=1e-6)
 
 
 def test_shares_cover_each_minibatch_once_with_equal_micro_batch_counts():
@@ -115,28 +120,33 @@ def qwen_case(model_dir: str, rows: int = 6):
     return policy, Batch(ids, mask, old, advantages.clone(), torch.arange(rows) // 3, advantages, pad_id=-1)
 
 
-def _fsdp_rank(rank: int, model_dir: str, algo: AlgoConfig, out: str) -> None:
-    torch.set_num_threads(1)
-    policy, batch = qwen_case(model_dir)
-    parallel = DataParallel("fsdp")
-    metrics = one_step(parallel.wrap(policy), batch, algo, parallel)
-    state = full_state_dict(policy)  # every rank takes part in the gather
-    if rank == 0:
-        save_file({k: v.contiguous() for k, v in state.items()}, out, metadata={"entropy": str(metrics["entropy"])})
+FSDP_CASES = [AlgoConfig(minibatches=2), AlgoConfig(micro_batch_size=2)]
 
 
-@pytest.mark.parametrize("algo", [AlgoConfig(minibatches=2), AlgoConfig(micro_batch_size=2)])
-def test_an_fsdp2_step_of_the_tiny_qwen3_on_2_ranks_equals_the_1_process_step(tiny_qwen_dir, tmp_path, algo):
+def _fsdp_rank(rank: int, model_dir: str, cases: list, out: str) -> None:
     torch.set_num_threads(1)
-    policy, batch = qwen_case(str(tiny_qwen_dir))
-    before = {k: v.clone() for k, v in policy.state_dict().items()}
-    single = one_step(policy, batch, algo)
+    for index, algo in enumerate(cases):
+        policy, batch = qwen_case(model_dir)
+        parallel = DataParallel("fsdp")
+        metrics = one_step(parallel.wrap(policy), batch, algo, parallel)
+        state = full_state_dict(policy)  # every rank takes part in the gather
+        if rank == 0:
+            save_file({k: v.contiguous() for k, v in state.items()}, f"{out}.{index}",
+                      metadata={"entropy": str(metrics["entropy"])})
+
+
+def test_an_fsdp2_step_of_the_tiny_qwen3_on_2_ranks_equals_the_1_process_step(tiny_qwen_dir, tmp_path):
+    torch.set_num_threads(1)
     out = str(tmp_path / "rank0.safetensors")
-    distributed.spawn(_fsdp_rank, 2, (str(tiny_qwen_dir), algo, out), backend="gloo")
-    got = load_file(out)
-    assert any(float((got[k] - before[k]).abs().max()) > 1e-4 for k in before)
-    assert_same_parameters(got, policy.state_dict())
-    assert abs(rank0_metric(out, "entropy") - single["entropy"]) <= 1e-5 * single["entropy"]  # stats of all ranks
+    distributed.spawn(_fsdp_rank, 2, (str(tiny_qwen_dir), FSDP_CASES, out), backend="gloo")
+    for index, algo in enumerate(FSDP_CASES):
+        policy, batch = qwen_case(str(tiny_qwen_dir))
+        before = {k: v.clone() for k, v in policy.state_dict().items()}
+        single = one_step(policy, batch, algo)
+        got = load_file(f"{out}.{index}")
+        assert any(float((got[k] - before[k]).abs().max()) > 1e-4 for k in before)
+        assert_same_parameters(got, policy.state_dict())
+        assert abs(rank0_metric(f"{out}.{index}", "entropy") - single["entropy"]) <= 1e-5 * single["entropy"]
 
 
 def _train(tmp_path: Path, name: str, *overrides: str) -> Path:

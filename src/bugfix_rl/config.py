@@ -264,7 +264,8 @@ class TrainerConfig:
 
     strategy: str = "single"  # single | ddp | fsdp
     world_size: int = 1
-    backend: str = "auto"  # auto (nccl where there is CUDA, else gloo) | gloo | nccl
+    backend: str = "auto"  # auto (gloo, plus nccl for CUDA tensors where there is CUDA) | gloo | nccl
+    timeout_minutes: float = 60.0  # how long a rank waits at a collective (rank 0 alone validates, evaluates, builds a base)
 
 
 @dataclass
@@ -408,7 +409,7 @@ POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "alg
             "algo.minibatches", "algo.max_sample_rounds", "env.max_turns", "threads", "eval.n_val",
             "eval.n_test", "algo.max_grad_norm", "algo.max_nonfinite_skips", "bench.repeats", "bench.baseline_threads", "cold_start.steps",
             "cold_start.batch_size", "cold_start.demos", "cold_start.rejection_per_task", "cold_start.lr",
-            "steps", "trainer.world_size",
+            "steps", "trainer.world_size", "trainer.timeout_minutes",
             "env.sandbox.timeout_s", "env.sandbox.cpu_s", "env.sandbox.memory_mb", "env.sandbox.file_mb",
             "env.sandbox.nproc", "env.sandbox.workers")
 

@@ -16,14 +16,12 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-TIMEOUT = timedelta(minutes=30)  # a rank waits this long at a collective (rank 0 validating, building a base)
-
-
 def backend_for(name: str) -> str:
-    """`auto`: nccl when CUDA is there, else gloo."""
+    """`auto`: gloo for CPU tensors plus nccl for CUDA ones where CUDA is there (a TinyAgent stays on
+    the CPU, a chat model's weights and the update's statistics may not), else gloo."""
     if name != "auto":
         return name
-    return "nccl" if torch.cuda.is_available() else "gloo"
+    return "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
 
 
 def under_torchrun() -> bool:
@@ -36,41 +34,45 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def join_torchrun_group(backend: str) -> int:
+def join_torchrun_group(backend: str, timeout: timedelta) -> int:
     """Initialise the default group from torchrun's environment; returns this process's rank."""
-    dist.init_process_group(backend_for(backend), timeout=TIMEOUT)
+    dist.init_process_group(backend_for(backend), timeout=timeout)
     _place_on_device()
     return dist.get_rank()
 
 
-def spawn(fn, world_size: int, args: tuple = (), backend: str = "auto") -> None:
+def spawn(fn, world_size: int, args: tuple = (), backend: str = "auto", timeout: timedelta = timedelta(minutes=5)) -> None:
     """Run fn(rank, *args) in `world_size` fresh processes on this machine, in one process group.
     Raises (torch.multiprocessing.ProcessRaisedException) if any rank fails."""
     import torch.multiprocessing as mp
 
     init = f"tcp://127.0.0.1:{free_port()}"
-    mp.start_processes(_joined, args=(fn, world_size, init, backend_for(backend), args), nprocs=world_size,
+    mp.start_processes(_joined, args=(fn, world_size, init, backend_for(backend), timeout, args), nprocs=world_size,
                        start_method="spawn")
 
 
 @contextmanager
-def rank0_of_group(world_size: int, backend: str, follower, args: tuple = ()):
+def rank0_of_group(world_size: int, backend: str, follower, args: tuple = (), timeout: timedelta = timedelta(minutes=5)):
     """This process as rank 0 of a group of `world_size` on this machine, with ranks 1.. spawned to
     run follower(rank, *args). On a normal exit it waits for them; on an error it stops them, so a
     failed run never leaves processes behind."""
     import torch.multiprocessing as mp
 
     init, backend = f"tcp://127.0.0.1:{free_port()}", backend_for(backend)
-    context = mp.start_processes(_follower, args=(follower, world_size, init, backend, args),
+    context = mp.start_processes(_follower, args=(follower, world_size, init, backend, timeout, args),
                                  nprocs=world_size - 1, start_method="spawn", join=False)
     try:
-        dist.init_process_group(backend, init_method=init, rank=0, world_size=world_size, timeout=TIMEOUT)
+        dist.init_process_group(backend, init_method=init, rank=0, world_size=world_size, timeout=timeout)
         _place_on_device()
         yield
         while not context.join():
             pass
     except BaseException as err:
-        failure = None if isinstance(err, KeyboardInterrupt) else _follower_failure(context)
+        # A follower's failure reaches rank 0 as a broken connection: name the follower then. Rank 0's
+        # own errors (bad config, preflight, Ctrl-C) stay as they are.
+        broken = isinstance(err, (dist.DistError, mp.ProcessRaisedException, mp.ProcessExitedException)) \
+            or type(err) is RuntimeError
+        failure = _follower_failure(context) if broken else None
         for process in context.processes:
             if process.is_alive():
                 process.terminate()
@@ -110,12 +112,12 @@ def _follower_failure(context) -> str | None:
     return None
 
 
-def _follower(index: int, fn, world_size: int, init: str, backend: str, args: tuple) -> None:
-    _joined(index + 1, fn, world_size, init, backend, args)
+def _follower(index: int, fn, world_size: int, init: str, backend: str, timeout: timedelta, args: tuple) -> None:
+    _joined(index + 1, fn, world_size, init, backend, timeout, args)
 
 
-def _joined(rank: int, fn, world_size: int, init: str, backend: str, args: tuple) -> None:
-    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world_size, timeout=TIMEOUT)
+def _joined(rank: int, fn, world_size: int, init: str, backend: str, timeout: timedelta, args: tuple) -> None:
+    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world_size, timeout=timeout)
     try:
         _place_on_device()
         fn(rank, *args)
@@ -124,7 +126,7 @@ def _joined(rank: int, fn, world_size: int, init: str, backend: str, args: tuple
 
 
 def _place_on_device() -> None:
-    if dist.get_backend() == "nccl":
+    if torch.cuda.is_available() and "nccl" in str(dist.get_backend()):
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", dist.get_rank())) % torch.cuda.device_count())
 
 
@@ -143,13 +145,14 @@ def learner_ranks(cfg):
         if int(os.environ["WORLD_SIZE"]) != trainer.world_size:
             raise ConfigError(f"trainer.world_size={trainer.world_size} but torchrun started "
                               f"{os.environ['WORLD_SIZE']} processes")
-        rank = join_torchrun_group(trainer.backend)
+        rank = join_torchrun_group(trainer.backend, timedelta(minutes=trainer.timeout_minutes))
         try:
             yield rank
         finally:
             dist.destroy_process_group()
         return
-    with rank0_of_group(trainer.world_size, trainer.backend, _follow_run, (cfg,)):
+    with rank0_of_group(trainer.world_size, trainer.backend, _follow_run, (cfg,),
+                        timedelta(minutes=trainer.timeout_minutes)):
         yield 0
 
 

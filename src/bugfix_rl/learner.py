@@ -98,10 +98,14 @@ class Learner:
         return _by_index(full) if self.parallel.rank == 0 else {}
 
     def _load_optimizer_state(self, state: dict | None, has_state: bool) -> None:
-        if not has_state:  # a checkpoint from before the first step: the fresh optimizer is that state
-            return
         if not self.distributed:
             self.optimizer.load_state_dict(state)
+            return
+        if not has_state:  # a checkpoint from before the first step: only the hyperparameters (lr, ...)
+            box = [state["param_groups"] if self.parallel.rank == 0 else None]
+            dist.broadcast_object_list(box, src=0)
+            for group, saved in zip(self.optimizer.param_groups, box[0]):
+                group.update({k: v for k, v in saved.items() if k != "params"})
             return
         if not self.sharded_weights:  # DDP: every rank loads rank 0's whole state
             box = [state if self.parallel.rank == 0 else None]
@@ -110,7 +114,8 @@ class Learner:
             return
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
-        names = [name for name, _ in self.module.named_parameters()]
+        name_of = {id(p): name for name, p in self.module.named_parameters()}
+        names = [name_of[id(p)] for group in self.optimizer.param_groups for p in group["params"]]  # optimizer order
         full = _by_name(state, names) if self.parallel.rank == 0 else {}
         set_optimizer_state_dict(self.module, self.optimizer, full,
                                  options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
@@ -151,6 +156,6 @@ def _by_index(full: dict) -> dict:
 
 
 def _by_name(state: dict, names: list[str]) -> dict:
-    """The inverse of _by_index, with the module's parameter names in optimizer order."""
+    """The inverse of _by_index; names: the parameters' names in the optimizer's order."""
     groups = [{**group, "params": [names[i] for i in group["params"]]} for group in state["param_groups"]]
     return {"state": {names[i]: value for i, value in state["state"].items()}, "param_groups": groups}

@@ -126,9 +126,13 @@ class Trainer:
                                       f"non-finite gradient norm and were skipped "
                                       f"(algo.max_nonfinite_skips={self.algo.max_nonfinite_skips})")
 
-    def close(self) -> None:
+    def close(self, stop_followers: bool = True) -> None:
+        """Close the rollout pool and, unless told not to, let the learner's other ranks return. On an
+        error path they are not told: they may be inside a collective the message would not match
+        (distributed.py stops or disconnects them)."""
         self.pool.close()
-        self.learner.stop_followers()
+        if stop_followers:
+            self.learner.stop_followers()
 
 
 def staleness_metrics(trajectories, step: int) -> dict:
@@ -328,7 +332,7 @@ def run_training(cfg, run_dir: Path) -> dict:
     finally:
         try:
             if trainer is not None:
-                trainer.close()
+                trainer.close(stop_followers=False)  # on the normal path they were stopped before the evaluations
         finally:
             close_env()
 

@@ -130,13 +130,16 @@ class DataParallel(SingleProcess):
         return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
 
     def gather_stats(self, sums: dict, token_total: float, tensors: list[list[torch.Tensor]]):
-        keys = sorted(sums)
-        totals = torch.tensor([sums[k] for k in keys] + [token_total], dtype=torch.float64)
-        dist.all_reduce(totals)
+        # Objects, not a reduced tensor: a rank that ran only zero-weight rows has no statistics at all,
+        # and this works on any backend (nccl reduces CUDA tensors only).
         gathered = [None] * self.world_size
-        dist.all_gather_object(gathered, [[t.cpu() for t in group] for group in tensors])
-        merged = [[t for rank in gathered for t in rank[i]] for i in range(len(tensors))]
-        return dict(zip(keys, totals[:-1].tolist())), float(totals[-1]), merged
+        dist.all_gather_object(gathered, (sums, token_total, [[t.cpu() for t in group] for group in tensors]))
+        merged_sums: dict[str, float] = {}
+        for rank_sums, _, _ in gathered:
+            for key, value in rank_sums.items():
+                merged_sums[key] = merged_sums.get(key, 0.0) + value
+        merged = [[t for _, _, rank in gathered for t in rank[i]] for i in range(len(tensors))]
+        return merged_sums, sum(total for _, total, _ in gathered), merged
 
 
 def _sum_hook(state, bucket):

@@ -124,7 +124,8 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
             prox = token_logprobs(model, batch.ids, algo.temperature, mask=batch.mask).logp  # [B, T-1] pi_old
         is_weights, truncated = truncated_is_weights(prox, batch.old_logp, batch.mask, algo.tis_cap, algo.tis_level)
         tis_metrics["tis_truncated_frac"] = truncated
-        first_gaps = [(prox - batch.old_logp).abs()[batch.mask > 0]]  # sampler vs trainer, as without TIS
+        # sampler vs trainer, as without TIS; every rank computed it over the whole batch: count it once
+        first_gaps = [(prox - batch.old_logp).abs()[batch.mask > 0]] if parallel.rank == 0 else []
         batch = dataclasses.replace(batch, old_logp=prox)  # a new Batch: the caller's old_logp stay mu
     skipped_steps: list[bool] = []  # per optimizer step: skipped for a non-finite gradient norm
     for _epoch in range(algo.epochs):
