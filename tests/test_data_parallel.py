@@ -184,15 +184,16 @@ def test_train_with_a_ddp_learner_on_2_ranks_and_resume_at_world_size_1(rl_base,
     (attention's key biases: softmax ignores a shift shared by every key) rounding-level gradients of
     either run take steps of up to lr, and those tensors differ by up to ~1e-3 of their norm; every
     other tensor agrees to 1e-5 (measured: 4e-4 and 8e-4 for the key biases, 2026-12-01)."""
-    two = _train(tmp_path, "ws2", "trainer.strategy=ddp", "trainer.world_size=2")
-    one = _train(tmp_path, "ws1")
+    quick = ["preflight=false", "eval.test=false", "eval.heldout_n=0", "eval.n_val=1"]  # what is compared: the training
+    two = _train(tmp_path, "ws2", *quick, "trainer.strategy=ddp", "trainer.world_size=2")
+    one = _train(tmp_path, "ws1", *quick)
     assert [r["reward"] for r in _rows(two)] == [r["reward"] for r in _rows(one)]  # the same episodes
     for step in (1, 2):
         got, expected = _weights(two, step), _weights(one, step)
         assert_close_in_norm({k: v for k, v in got.items() if "qkv.bias" not in k}, {
             k: v for k, v in expected.items() if "qkv.bias" not in k}, 1e-5)
         assert_close_in_norm(got, expected, 3e-3)
-    resumed = _train(tmp_path, "resumed", f"resume={two / 'checkpoints' / 'step_001.safetensors'}")
+    resumed = _train(tmp_path, "resumed", *quick, f"resume={two / 'checkpoints' / 'step_001.safetensors'}")
     saved = load_file(two / "checkpoints" / "step_001.safetensors")
     assert any(k.startswith("optim.") for k in saved)  # rank 0 wrote the whole optimizer state
     assert _rows(resumed)[0] == _rows(two)[0]  # the inherited row
