@@ -84,14 +84,15 @@ def graded(task_name: str, text: str) -> float:
     return env.reward
 
 
-def run_ours(model_dir: Path, steps: int, max_new: int, seed: int) -> dict:
+def timed_steps(cfg, steps: int, seed: int) -> dict:
+    """Seconds and generated tokens of `steps` training steps of our Trainer on `cfg`'s policy (the
+    first step, a warm-up, is not counted); with the policy's parameter count."""
     from bugfix_rl.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
     from bugfix_rl.train import Trainer
 
-    cfg = our_config(model_dir, max_new)
     tokenizer = build_tokenizer_for(cfg)
-    model = build_policy(cfg.policy, tokenizer)
+    model = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
     make_env, close = make_env_factory(cfg.env)
     torch.manual_seed(seed)
     trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(seed))
@@ -107,7 +108,11 @@ def run_ours(model_dir: Path, steps: int, max_new: int, seed: int) -> dict:
     finally:
         trainer.close()
         close()
-    return {"seconds": times, "tokens": tokens}
+    return {"seconds": times, "tokens": tokens, "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def run_ours(model_dir: Path, steps: int, max_new: int, seed: int) -> dict:
+    return timed_steps(our_config(model_dir, max_new), steps, seed)
 
 
 def run_trl(model_dir: Path, rows: list[dict], steps: int, max_new: int, seed: int, out_dir: Path) -> dict:
@@ -155,30 +160,11 @@ def run_tinyagent(steps: int, seed: int) -> dict:
     """TinyAgent's edit-menu GRPO step as a user runs it (the RL base, multi-turn episodes), with TRL's
     step shape: 8 prompts x group 8, one epoch, one minibatch, every row's backward (entropy 1e-12)."""
     from bugfix_rl.config import TrainConfig
-    from bugfix_rl.envs import make_env_factory
-    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
-    from bugfix_rl.train import Trainer
 
     cfg = TrainConfig()
     cfg.algo.group_size, cfg.algo.prompts_per_step, cfg.algo.epochs, cfg.algo.minibatches = 8, 8, 1, 1
     cfg.algo.temperature, cfg.algo.entropy_coef = 1.0, 1e-12
-    tokenizer = build_tokenizer_for(cfg)
-    model = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
-    make_env, close = make_env_factory(cfg.env)
-    torch.manual_seed(seed)
-    trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(seed))
-    times, tokens = [], []
-    try:
-        for step in range(steps + 1):
-            start = time.perf_counter()
-            row = trainer.step(step)
-            if step:
-                times.append(time.perf_counter() - start)
-                tokens.append(row["policy_tokens"] * 64)
-    finally:
-        trainer.close()
-        close()
-    return {"seconds": times, "tokens": tokens, "parameters": sum(p.numel() for p in model.parameters())}
+    return timed_steps(cfg, steps, seed)
 
 
 def matched_qwen3(directory: Path, target: int) -> tuple[Path, int]:
