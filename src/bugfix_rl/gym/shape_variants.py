@@ -8,10 +8,7 @@ A shape variant changes one operand or literal of a training task's buggy body:
 
 - literal: an operand occurrence becomes a constant (`min ( lo , ...` -> `min ( 1 , ...`);
 - scaled:  an operand occurrence `x` becomes `x * c` or `x + c`;
-- operand: a literal becomes one of the function's parameters;
-- pad:     the def line gains a parameter the body never reads (each test passes it a training
-  constant), so a family's functions no longer all have one number of parameters: the agent had
-  keyed its fix on that (docs/TOOLS.md: the `saturate` probe).
+- operand: a literal becomes one of the function's parameters.
 
 The bug's family and its fix op stay the same. Its tests are recomputed by differential testing: the
 expected value of each of the task's inputs is what the family's fix, applied to the variant, returns
@@ -31,10 +28,10 @@ import re
 from functools import lru_cache
 
 from bugfix_rl.gym import ops
-from bugfix_rl.gym.tasks import OPERAND_POOL, Task, make_tasks, operand_names
+from bugfix_rl.gym.tasks import Task, make_tasks, operand_names
 
 TRAIN_CONSTANTS = ("0", "1", "2", "10")  # every number in the training sources (held-out ones: 3, 255, ...)
-KINDS = ("literal", "scaled", "operand", "pad")
+KINDS = ("literal", "scaled", "operand")
 _WORD = re.compile(r"[A-Za-z_]\w*|\d+")
 
 
@@ -77,18 +74,11 @@ def _body_slots(source: str, operands: set[str]) -> list[tuple[int, int, str]]:
     return slots
 
 
-def _changed(task: Task, rng: random.Random) -> tuple[str, int | None] | None:
-    """(the task's source with one change of a random kind, the position of a parameter the change
-    added or None), or None when that kind has nothing to change."""
+def _changed(task: Task, rng: random.Random) -> str | None:
+    """The task's source with one slot changed by a random kind, or None when that kind has no slot."""
     source, operands = task.source, set(operand_names(task))
     params = re.findall(r"\w+", source.split("(", 1)[1].split(")", 1)[0])
     kind = rng.choice(KINDS)
-    if kind == "pad":  # an unused parameter at a random place on the def line
-        at = rng.randrange(len(params) + 1)
-        name = rng.choice([n for n in OPERAND_POOL if n not in operands])
-        head, body = source.split("\n", 1)
-        padded = params[:at] + [name] + params[at:]
-        return head.split("(", 1)[0] + "(" + ", ".join(padded) + "):\n" + body, at
     slots = [s for s in _body_slots(source, operands) if s[2].isdigit() == (kind == "operand")]
     if not slots:
         return None
@@ -99,12 +89,11 @@ def _changed(task: Task, rng: random.Random) -> tuple[str, int | None] | None:
         replacement = f"{word} {rng.choice('*+')} {rng.choice(TRAIN_CONSTANTS[1:])}"
     else:
         replacement = rng.choice(params)
-    return source[:start] + replacement + source[end:], None
+    return source[:start] + replacement + source[end:]
 
 
-def _graded(task: Task, source: str, padded_at: int | None, tag: str) -> Task | None:
-    """The variant with tests recomputed from its fix, or None if it breaks a rule of the module doc.
-    padded_at: where a parameter was added (each test passes it the constant 1 there)."""
+def _graded(task: Task, source: str, tag: str) -> Task | None:
+    """The variant with tests recomputed from its fix, or None if it breaks a rule of the module doc."""
     fixed = ops.apply_op(task, source, task.fix_op)
     if fixed is None or fixed == source:
         return None
@@ -112,19 +101,17 @@ def _graded(task: Task, source: str, padded_at: int | None, tag: str) -> Task | 
     shapes = unseen_heldout_line_shapes()
     if any(_blanked(line, operands) in shapes for text in (source, fixed) for line in text.splitlines() if line.strip()):
         return None
-    cases = [tuple((args if padded_at is None else args[:padded_at] + (1,) + args[padded_at:], expected)
-                   for args, expected in tests) for tests in (task.public_tests, task.hidden_tests)]
     try:
-        public = ops.run_cases(fixed, task.fn_name, cases[0])
-        hidden = ops.run_cases(fixed, task.fn_name, cases[1])
+        public = ops.run_cases(fixed, task.fn_name, task.public_tests)
+        hidden = ops.run_cases(fixed, task.fn_name, task.hidden_tests)
     except Exception:  # a variant that does not compile
         return None
     if any(out is ops._ERROR for out in public + hidden):
         return None
     if len({repr(out) for out in public + hidden}) == 1:
         return None  # the fix is a constant function (`x // 0` guarded by `if 0 == 0`)
-    public_tests = tuple((args, out) for (args, _), out in zip(cases[0], public))
-    hidden_tests = tuple((args, out) for (args, _), out in zip(cases[1], hidden))
+    public_tests = tuple((args, out) for (args, _), out in zip(task.public_tests, public))
+    hidden_tests = tuple((args, out) for (args, _), out in zip(task.hidden_tests, hidden))
     variant = Task(f"{task.name}~{tag}", task.fn_name, source, public_tests, hidden_tests, task.split)
     buggy = ops._make_state(variant, source)  # the env's own grading of the buggy code (not cached)
     return None if buggy.public_pass == 1 or buggy.hidden_pass else variant
@@ -136,11 +123,10 @@ def shape_variant(task: Task, rng: random.Random, tries: int = 16) -> Task | Non
     if task.split != "train":
         raise ValueError(f"shape variants are made from training tasks only, not {task.name!r}")
     for _ in range(tries):
-        changed = _changed(task, rng)
-        if changed is None:
+        source = _changed(task, rng)
+        if source is None:
             continue
-        source, padded_at = changed
-        variant = _graded(task, source, padded_at, "s" + hashlib.sha256(source.encode()).hexdigest()[:8])
+        variant = _graded(task, source, "s" + hashlib.sha256(source.encode()).hexdigest()[:8])
         if variant is not None:
             return variant
     return None
