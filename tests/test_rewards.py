@@ -139,6 +139,9 @@ SWITCHES = ["env.reward=partial", "env.reward=mixed", "env.flaky_rate=0.1", "env
             "env.truncation=grade"]
 
 
+# slow: each switch also trains a step, and changes the parameters, as an arm of +exp=ablation
+# (tests/test_experiments.py::test_ablation_arm_runs_one_step_and_learns: partial, mixed, flaky, step_penalty, grade)
+@pytest.mark.slow
 @pytest.mark.parametrize("switch", SWITCHES)
 def test_one_training_step_with_each_switch(switch, tmp_path):
     script = str(Path(sys.executable).with_name("bugfix-rl"))
@@ -149,14 +152,17 @@ def test_one_training_step_with_each_switch(switch, tmp_path):
     assert (tmp_path / "eval.json").is_file()
 
 
-def test_bad_switch_values_are_one_line_errors(tmp_path):
-    script = str(Path(sys.executable).with_name("bugfix-rl"))
+def test_bad_switch_values_are_one_line_errors(tmp_path, capsys):
+    from bugfix_rl import cli
+
     for args, message in ((["env.reward=dense"], "env.reward=dense is not allowed"),
                           (["env.flaky_rate=0.9"], "env.flaky_rate must lie in"),
                           (["env=tools", "env.truncation=grade"], "env.truncation is an edit-menu switch")):
-        result = subprocess.run([script, "train", *args, f"hydra.run.dir={tmp_path}"], capture_output=True,
-                                text=True, timeout=120, cwd=ROOT)
-        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+        with pytest.raises(SystemExit) as exit_info:  # in process: an uncaught error would fail the test
+            cli.main(["train", *args, f"hydra.run.dir={tmp_path}"])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and message in err and len(err.strip().splitlines()) == 1, (args, err)
+        assert not any(tmp_path.iterdir())  # refused before Hydra made the run dir
 
 
 def test_episode_diagnostics_and_log_ratio_summary_by_hand():

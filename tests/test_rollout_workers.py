@@ -168,6 +168,7 @@ def test_ray_pool_closes_cleanly_when_an_actor_died(rl_base, capsys):
     assert not ray.is_initialized()
 
 
+@pytest.mark.slow  # ~27 s; the Ray pool's path is the TinyAgent tests' (default suite), the chat replica's init is the rest
 def test_ray_workers_sample_the_tiny_qwen3s_chat_episodes_like_the_in_process_shards(tiny_qwen_dir):
     """policy=qwen3 rollout.workers=2: two Ray actors, each with a replica of the chat model that the
     learner's weights are published to, sample token-in/token-out chat episodes (ids, policy mask and

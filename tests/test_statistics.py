@@ -188,14 +188,17 @@ def test_question_19_gpu_hours():
         step_cost(ComputeBudget(mfu=1.5))
 
 
-def test_plan_bad_input_is_one_line_exit_2():
-    script = str(Path(sys.executable).with_name("bugfix-rl"))
+def test_plan_bad_input_is_one_line_exit_2(capsys):
+    from bugfix_rl import cli
+
     for args, message in ((["plan"], "give a pilot sweep"), (["plan", "test=q", "seed_sd=0.1"], "test='q'"),
                           (["plan", "dir=/no/such/dir"], "no runs under"),
                           (["plan", "compute=true", "budget.mfu=2"], "budget.mfu")):
-        result = subprocess.run([script, *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
-        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
-        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+        with pytest.raises(SystemExit) as exit_info:  # in process: an uncaught error would fail the test
+            cli.main(args)
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and message in err, (args, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 # ----------------------------------------------------------------------------------------------
