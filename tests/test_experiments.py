@@ -33,7 +33,14 @@ def _changed(run: Path) -> bool:
     return bool(names) and all(not torch.equal(before[k], after[k]) for k in names)
 
 
-@pytest.mark.parametrize("experiment", EXPERIMENTS)
+# slow: these repeat a run the default suite makes anyway: smoke (tests/test_golden.py and the eval-report
+# fixture train +exp=smoke), ablation (= the `default` arm of test_ablation_arm_runs_one_step_and_learns),
+# capstone (tests/test_first_hour.py runs `make run`'s +exp=capstone in a terminal, all 60 steps)
+SLOW_EXPERIMENTS = {"smoke", "ablation", "capstone"}
+
+
+@pytest.mark.parametrize("experiment", [pytest.param(e, marks=pytest.mark.slow) if e in SLOW_EXPERIMENTS else e
+                                        for e in EXPERIMENTS])
 def test_experiment_runs_one_step_and_learns(tmp_path, experiment):
     extra = {"ablation": ["eval.heldout_n=2"],
              # the tools RL base is 1,400 BC steps; a tiny recipe (in its own cache) keeps the smoke fast,

@@ -57,7 +57,9 @@ def test_sft_through_the_chat_path_lowers_the_nll_and_keeps_the_token_path(tiny_
     assert all(policy.structural_policy_mask(t) == t.policy_mask for t in episodes)
 
 
-@pytest.mark.parametrize("lab", ["qwen_menu", "qwen_tools"])
+# qwen_menu is slow: the lab machinery is qwen_tools' too, and the edit menu's chat path is checked by
+# tests/test_qwen.py (preflight on both envs)
+@pytest.mark.parametrize("lab", [pytest.param("qwen_menu", marks=pytest.mark.slow), "qwen_tools"])
 def test_the_book_lab_runs_two_steps_and_saves_what_the_book_saved(tiny_qwen_dir, tmp_path, lab):
     small = ["steps=2", "threads=1", "preflight=false", "algo.group_size=2", "algo.prompts_per_step=2",
              "eval.n_val=1", "eval.heldout_n=1", "env.rename=false", "env.max_turns=3",
