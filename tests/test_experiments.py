@@ -35,8 +35,9 @@ def _changed(run: Path) -> bool:
 
 # slow: these repeat a run the default suite makes anyway: smoke (tests/test_golden.py and the eval-report
 # fixture train +exp=smoke), ablation (= the `default` arm of test_ablation_arm_runs_one_step_and_learns),
-# capstone (tests/test_first_hour.py runs `make run`'s +exp=capstone in a terminal, all 60 steps)
-SLOW_EXPERIMENTS = {"smoke", "ablation", "capstone"}
+# capstone (tests/test_first_hour.py runs `make run`'s +exp=capstone in a terminal, all 60 steps), staleness
+# (bounded staleness in process: tests/test_rollout_workers.py, its staleness and Ray tests)
+SLOW_EXPERIMENTS = {"smoke", "ablation", "capstone", "staleness"}
 
 
 @pytest.mark.parametrize("experiment", [pytest.param(e, marks=pytest.mark.slow) if e in SLOW_EXPERIMENTS else e

@@ -316,6 +316,7 @@ def test_make_runs_command_in_a_terminal_shows_progress_and_ends_with_the_run_di
                         r"\(arm default, seed 0, 5 tasks x 32 episodes\)", lines[-3]), pane
 
 
+@pytest.mark.slow  # ~40 s; +exp=tools' one-step run (test_experiments) and the tools preflight (test_copy_head) stay in the default suite
 def test_env_tools_with_the_default_policy_trains(tmp_path):
     """`bugfix-rl train env=tools` with every other default builds its own starting policy (the tools RL
     base, here by a shortened recipe in its own cache), passes preflight and trains (on 9e4fcfe it
