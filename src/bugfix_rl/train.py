@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import json
 import platform
 import sys
@@ -357,6 +358,8 @@ def follow_run(cfg) -> None:
     broadcast_weights(model)
     learner = Learner(model, cfg.algo.lr, data_parallel(cfg))
     follow(learner, cfg.algo, base.eval() if cfg.algo.kl_coef > 0 else None)
+    del learner, model, base  # FSDP2's sharded tensors go before the process group does (distributed._joined)
+    gc.collect()
 
 
 def resume_state(trainer: "Trainer", state: RunState) -> tuple[dict, dict]:
