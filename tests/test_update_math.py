@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from bugfix_rl.algo.objective import AGGREGATIONS
-from bugfix_rl.algo.update import (gap_summary, micro_batches, minibatch_loss, policy_update, token_logprobs,
+from bugfix_rl.algo.data_parallel import row_slices
+from bugfix_rl.algo.update import (gap_summary, minibatch_loss, policy_update, token_logprobs,
                                    zero_advantage_split)
 from bugfix_rl.config import AlgoConfig
 from bugfix_rl.rollout.trajectory import Batch
@@ -72,7 +73,7 @@ def test_a_model_with_its_own_token_logprobs_is_asked_for_them():
     assert calls == [(ids, 0.5, mask, True)]
 
 
-# ---------------------------------------------------------------- micro_batches
+# ---------------------------------------------------------------- micro-batch slices (data_parallel.row_slices)
 
 
 @pytest.mark.parametrize("size,expected", [
@@ -81,7 +82,7 @@ def test_a_model_with_its_own_token_logprobs_is_asked_for_them():
 ])
 def test_micro_batches_slice_the_rows(model, size, expected):
     batch = synthetic_batch(model, rows=10)
-    assert [(s.start, s.stop) for s in micro_batches(batch, size)] == expected
+    assert [(s.start, s.stop) for s in row_slices(len(batch), size)] == expected
 
 
 # ---------------------------------------------------------------- zero_advantage_split

@@ -1,7 +1,7 @@
 """Process groups for the sharded learner: joining one under torchrun, or spawning one on this machine.
 
-`bugfix-rl train trainer.world_size=N` spawns N processes here (gloo on CPU, nccl where each rank has
-a GPU); under torchrun (RANK, WORLD_SIZE and MASTER_ADDR set, one or several nodes) each process joins
+`bugfix-rl train trainer.world_size=N` spawns N processes here (gloo, plus nccl for CUDA tensors where
+there is CUDA); under torchrun (RANK, WORLD_SIZE and MASTER_ADDR set, one or several nodes) each process joins
 the group torchrun made. Either way rank r runs `fn(rank, *args)` with the default group initialised.
 """
 

@@ -81,7 +81,6 @@ class Trainer:
         if cfg.algo.kl_coef > 0:
             self.ref_model = (reference if reference is not None else copy.deepcopy(model)).eval()
         self.nonfinite_streak = 0  # consecutive optimizer steps skipped for a non-finite gradient norm
-        self.optimizer = self.learner.optimizer
         self.task_stats = TaskStats() if (cfg.algo.task_filter or cfg.algo.curriculum) else None
         self.pool = make_pool(cfg, model, tokenizer, make_env)
         self.in_flight: dict[int, object] = {}  # step -> its submitted first sampling round

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bugfix_rl.algo.data_parallel import SingleProcess, row_slices
+from bugfix_rl.algo.data_parallel import SingleProcess
 from bugfix_rl.algo.objective import (AGGREGATIONS, KL_ESTIMATORS, RATIOS, aggregate, entropy_from_logits,
                                       ppo_clip_loss, truncated_is_weights)
 from bugfix_rl.rollout.trajectory import Batch
@@ -49,11 +49,6 @@ def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_gr
         with torch.no_grad():
             entropy = -(logp_all.exp() * logp_all).sum(-1)
     return LogProbs(logp, entropy)
-
-
-def micro_batches(batch: Batch, size: int) -> list[slice]:
-    """Row slices of `batch` of at most `size` rows (size 0: the whole batch)."""
-    return row_slices(len(batch), size)
 
 
 def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None, is_weights=None):
