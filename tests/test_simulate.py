@@ -150,3 +150,8 @@ def test_simulate_calibrate_needs_a_finished_synchronous_run(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["simulate", f"calibrate={tmp_path}"])
     assert exit_info.value.code == 2 and "not a finished run dir" in capsys.readouterr().err
+    (tmp_path / "metrics.jsonl").write_text("")
+    (tmp_path / "eval.json").write_text("{}")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["simulate", f"calibrate={tmp_path}"])
+    assert exit_info.value.code == 2 and "not an eval.json with the run's resolved config" in capsys.readouterr().err

@@ -140,10 +140,10 @@ def learner_ranks(cfg):
         yield 0
         return
     if under_torchrun():
-        from bugfix_rl.config import ConfigError
+        from bugfix_rl.errors import UserError  # the CLI prints it as one line, exit 2
 
         if int(os.environ["WORLD_SIZE"]) != trainer.world_size:
-            raise ConfigError(f"trainer.world_size={trainer.world_size} but torchrun started "
+            raise UserError(f"trainer.world_size={trainer.world_size} but torchrun started "
                               f"{os.environ['WORLD_SIZE']} processes")
         rank = join_torchrun_group(trainer.backend, timedelta(minutes=trainer.timeout_minutes))
         try:

@@ -251,7 +251,10 @@ def read_calibration(cfg):
     metrics, record = run_dir / "metrics.jsonl", run_dir / "eval.json"
     if not metrics.is_file() or not record.is_file():
         raise ValueError(f"calibrate: {run_dir} is not a finished run dir (metrics.jsonl and eval.json)")
-    train_cfg = json.loads(record.read_text())["config"]["resolved"]
+    try:
+        train_cfg = json.loads(record.read_text())["config"]["resolved"]
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"calibrate: {record} is not an eval.json with the run's resolved config") from None
     if train_cfg["rollout"]["max_staleness"]:
         raise ValueError("calibrate: use a synchronous run (rollout.max_staleness=0): an async step's sampling "
                          "time overlaps the update")
