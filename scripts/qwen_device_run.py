@@ -12,7 +12,7 @@ of +-1 on each group (`advantages_forced` in the result) so the update's backwar
 
 For each env (edit menu, tools): preflight (the nine invariants, values reported, not enforced;
 random weights fail checks 7-9, which need a reward signal), then `--steps` steps of sample ->
-collate -> advantages -> policy_update with the run's AdamW.
+collate -> advantages -> the learner's update (policy_update with the run's AdamW).
 Printed and written as JSON (schema in docs/QWEN.md): per step the generation and update seconds,
 reward, policy tokens per episode, malformed calls, and the sampler-trainer log-prob gap (max,
 mean, p99 over the first minibatch's policy tokens); per env the peak GPU memory.
@@ -35,7 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch  # noqa: E402
 
-from bugfix_rl.algo.update import policy_update  # noqa: E402
 from bugfix_rl.config import TrainConfig  # noqa: E402
 from bugfix_rl.envs import make_env_factory  # noqa: E402
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for  # noqa: E402
@@ -101,7 +100,7 @@ def grpo_step(trainer: Trainer, step: int, force_advantages: bool) -> dict:
     forced = force_advantages and bool((batch.advantages == 0).all())
     if forced:
         batch.advantages = torch.tensor([1.0, -1.0]).repeat(len(batch) // 2 + 1)[: len(batch)]
-    metrics = policy_update(trainer.model, trainer.optimizer, batch, algo, trainer.generator)
+    metrics = trainer.learner.update(batch, algo, trainer.generator)
     sync()
     t2 = time.perf_counter()
     episodes = rollouts.kept

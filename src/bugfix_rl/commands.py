@@ -75,6 +75,7 @@ def starting_policy(cfg, name: str, tokenizer, make_env, progress=None):
     from bugfix_rl.train import cold_start
 
     if name not in ("rl_base", "sft"):
+        torch.manual_seed(cfg.starts.seed)  # scratch's random weights: the same on every run
         return build_policy(cfg.policy, tokenizer, init=name), None
     model = build_policy(cfg.policy, tokenizer, init="rl_base", env_cfg=cfg.env, progress=progress)
     return model, (cold_start(cfg, model, tokenizer, make_env) if name == "sft" else None)
