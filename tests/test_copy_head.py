@@ -402,3 +402,35 @@ def test_the_aligned_feature_copies_the_token_in_line_and_cached_steps_equal_the
     ids = torch.tensor([[5, 11, 12, 6, 7, 11, 9]])  # old 11 12 new 7 ...
     logp = model(ids)[0]
     assert logp[3].argmax().item() == 11 and logp[4].argmax().item() == 12
+
+
+def test_the_oracle_probe_scores_each_policy_token_of_the_oracles_episode():
+    """scripts/probe_oracle.py: the oracle's episode on a held-out task, each policy token's probability
+    under a policy; they multiply to the total it reports, and the episode holds the fixing Edit."""
+    import importlib.util
+    from pathlib import Path
+
+    from bugfix_rl.envs import make_env_factory, oracle_for
+    from bugfix_rl.policy.build import build_tokenizer_for
+
+    path = Path(__file__).parents[1] / "scripts" / "probe_oracle.py"
+    spec = importlib.util.spec_from_file_location("probe_oracle", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cfg = TrainConfig()
+    cfg.env.name = "tools"
+    cfg.policy.copy_head = cfg.policy.shared_identifier_embedding = True
+    tokenizer = build_tokenizer_for(cfg)
+    torch.manual_seed(0)
+    model = new_tiny_agent(tokenizer, architecture(cfg.policy)).eval()
+    task = next(t for t in make_tasks("heldout") if t.name == "minmax/saturate")
+    make_env, close = make_env_factory(cfg.env)
+    try:
+        words, total = module.probe(model, tokenizer, make_env, oracle_for(cfg.env), task)
+    finally:
+        close()
+    chosen = [p for _, p in words if p is not None]
+    assert all(0 < p <= 1 for p in chosen) and len(chosen) > 20
+    assert math.isclose(sum(math.log(p) for p in chosen), total, rel_tol=1e-4)
+    text = " ".join(w for w, p in words if p is not None)
+    assert "old <indent> return min ( 0 , max ( level , top ) ) new <indent> return max ( 0 , min ( level , top ) )" in text

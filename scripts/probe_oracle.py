@@ -1,0 +1,73 @@
+"""Teacher-forced probe: how likely a checkpoint finds the oracle's episode, token by token.
+
+    .venv/bin/python scripts/probe_oracle.py <checkpoint> minmax/saturate range/step_total [--below 0.9]
+
+For each task the env's scripted oracle (Read, the exact-line Edit, `Bash pytest`, done) plays one
+episode; the checkpoint's policy then scores every token the oracle chose, with the trainer's
+log-probs at temperature 1. Policy tokens whose probability is below --below are printed as
+`word[p]`; observations are left out. This shows where a policy leaves the right path: a copy it
+does not make (the `old_string`), a fix it does not choose (`max` for `min`), a call it does not end.
+
+`--source FILE` probes a task of your own instead: FILE holds a function in the style of
+gym/tasks.py, graded with the tests of the first task named (only the episode is needed, not the
+reward, so the tests need not fit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
+import torch
+
+from bugfix_rl.algo.update import token_logprobs
+from bugfix_rl.envs import make_env_factory, oracle_for
+from bugfix_rl.evaluate.checkpoint_eval import load_policy
+from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.rollout.sampler import scripted_episode
+from bugfix_rl.rollout.trajectory import collate
+
+
+def probe(model, tokenizer, make_env, oracle, task, shown_name: str = "nova") -> tuple[list[tuple[str, float | None]], float]:
+    """([(word, its probability if the policy chose it, else None)], total log-prob of the policy tokens)."""
+    trajectory = scripted_episode(oracle(), make_env(task, shown_name), tokenizer)
+    batch = collate([trajectory], tokenizer.pad_id)
+    with torch.no_grad():
+        logp = token_logprobs(model, batch.ids, 1.0, mask=batch.mask).logp[0]  # [T-1]
+    words = [(tokenizer.words[token], float(logp[t - 1].exp()) if trajectory.policy_mask[t] else None)
+             for t, token in enumerate(trajectory.ids) if t > 0]
+    return words, float((logp * batch.mask[0]).sum())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint")
+    parser.add_argument("tasks", nargs="+", help="task names (bugfix-rl's gym: minmax/saturate, ...)")
+    parser.add_argument("--below", type=float, default=0.9, help="print p for policy tokens below this")
+    parser.add_argument("--source", type=Path, help="probe this function's source with the first task's tests")
+    args = parser.parse_args()
+    policy = load_policy(args.checkpoint)
+    by_name = {t.name: t for t in make_tasks("all")}
+    unknown = [name for name in args.tasks if name not in by_name]
+    if unknown:
+        sys.exit(f"unknown task(s): {', '.join(unknown)}")
+    tasks = [by_name[name] for name in args.tasks]
+    if args.source:
+        tasks = [dataclasses.replace(tasks[0], source=args.source.read_text(), name=f"{tasks[0].name}~probe")]
+    make_env, close_env = make_env_factory(policy.cfg.env)
+    try:
+        for task in tasks:
+            words, total = probe(policy.model, policy.tokenizer, make_env, oracle_for(policy.cfg.env), task)
+            shown = [w if p is None or p >= args.below else f"{w}[{p:.2f}]" for w, p in words
+                     if p is not None or w == "<eoo>"]
+            print(f"## {task.name}: log-prob of the oracle's policy tokens {total:.2f}")
+            print(" ".join(shown))
+    finally:
+        close_env()
+
+
+if __name__ == "__main__":
+    main()
