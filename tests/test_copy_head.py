@@ -294,6 +294,8 @@ def test_every_architecture_switch_and_the_kernels_change_the_base_key(monkeypat
     keys.append(key())
     cfg.policy.copy_edit_align = True
     keys.append(key())
+    cfg.policy.copy_edit_resume = True
+    keys.append(key())
     monkeypatch.setattr(rl_base, "kernel_signature", lambda: "aten=AVX512 mkl_cbwr=auto onednn=auto")
     keys.append(key())
     assert len(set(keys)) == len(keys), keys
@@ -434,3 +436,53 @@ def test_the_oracle_probe_scores_each_policy_token_of_the_oracles_episode():
     assert math.isclose(sum(math.log(p) for p in chosen), total, rel_tol=1e-4)
     text = " ".join(w for w, p in words if p is not None)
     assert "old <indent> return min ( 0 , max ( level , top ) ) new <indent> return max ( 0 , min ( level , top ) )" in text
+
+
+def test_the_copy_pointer_follows_old_string_across_an_insertion_and_a_swap():
+    """By hand: OLD=5, NEW=6, END=2. The pointer starts at old_string's first token when `new` is read,
+    advances on a copy, by two on the token after the pointed one, and stays on anything else."""
+    from bugfix_rl.policy.copy_head import edit_resume_pointer
+
+    # insertion: old `20 21 22 23`, new `20 21 30 31 22 23` (30 31 inserted), then the call ends
+    #                    0  1  2  3   4   5   6   7  8   9  10  11  12  13  14 15
+    ids = torch.tensor([[1, 9, 9, 5, 20, 21, 22, 23, 6, 20, 21, 30, 31, 22, 23, 2]])
+    # after `new` (t=8): old's first token (4); copies move it to 5, 6; the inserted 30, 31 leave it at
+    # 6 (`22`, what comes next); the copied 22 -> 7; the copied 23 leaves old_string: none; end: none
+    expected = [-1] * 8 + [4, 5, 6, 6, 6, 7, -1, -1]
+    assert edit_resume_pointer(ids, 5, 6, [2]).tolist() == [expected]
+    # swap: old `40 41 42 43 44 41` (min ( 0 , max (), new `44 41 42 43 40 41`
+    #                    0   1   2   3   4   5   6  7   8   9  10  11  12  13
+    ids = torch.tensor([[5, 40, 41, 42, 43, 44, 41, 6, 44, 41, 42, 43, 40, 41]])
+    # 44 is neither the pointed 40 nor the next 41: stays at 1; 41 is the token after it: jumps to 3 (42,
+    # the `0` after `min (`); copies to 4, 5; 40 stays at 5; 41 (after the pointed 44) jumps to 7 = `new`
+    expected = [-1] * 7 + [1, 1, 3, 4, 5, 5, -1]
+    assert edit_resume_pointer(ids, 5, 6, [2]).tolist() == [expected]
+    # `new` before any `old`, and a `new` after the call ended: no pointer
+    assert edit_resume_pointer(torch.tensor([[6, 20, 5, 21, 2, 6, 21]]), 5, 6, [2]).tolist() == [[-1] * 7]
+
+
+def test_the_copy_pointer_feature_copies_the_pointed_token_and_cached_steps_equal_the_full_pass():
+    torch.manual_seed(0)
+    cfg = TinyAgentConfig(max_len=64, copy_head=True, shared_identifier_embedding=True, copy_softcap=1.5,
+                          copy_edit_resume=True, copy_suffix_match=True)
+    model = TinyAgent(40, cfg, identifier_ids=[10, 11, 12], edit_markers=(5, 6, [2, 3]))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    ids = torch.randint(4, 20, (3, 16), generator=torch.Generator().manual_seed(1))
+    ids[:, 3], ids[:, 8] = 5, 6  # an Edit's old (tokens 4-7) and new (tokens 9-)
+    ids[0, 9:12] = ids[0, 4:7]  # row 0 copies, so its pointer moves
+    ids[2, 12] = 2  # row 2's call ends early
+    _assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]))
+    with torch.no_grad():  # the feature alone decides: the pointed old token is copied
+        model.copy.query.weight.zero_()
+        model.copy.query.bias.zero_()
+        model.copy.match_weight.zero_()
+        model.copy.gate.weight.zero_()
+        model.copy.gate.bias.fill_(-30.0)
+        model.copy.resume_weight.fill_(20.0)
+    #                    0  1   2   3  4  5   6   7
+    ids = torch.tensor([[5, 11, 12, 7, 6, 11, 9, 8]])  # old 11 12 7, new 11 9 ...
+    logp = model(ids)[0]
+    # after `new`: 11; after copying 11: 12; after the inserted 9: still 12
+    assert [logp[t].argmax().item() for t in (4, 5, 6)] == [11, 12, 12]

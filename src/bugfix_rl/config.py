@@ -127,6 +127,7 @@ class PolicyConfig:
     copy_softcap: float = 0.0  # tiny: the copy head's learned attention score is capped at +-this (0 = no cap)
     copy_suffix_match: bool = False  # tiny: copy match features count only an unbroken run of the last n tokens
     copy_edit_align: bool = False  # tiny: copy feature for the old_string token aligned with the new_string one
+    copy_edit_resume: bool = False  # tiny: copy feature for the old_string token a copy pointer says comes next
     shared_identifier_embedding: bool = False  # tiny: operand names enter through one shared embedding
     model: Optional[str] = None  # qwen3: local directory or cached hub id
     allow_download: bool = False  # qwen3: never download weights unless this is set
@@ -448,8 +449,9 @@ def validate(cfg) -> None:
         raise ConfigError(f"seed={cfg.seed} must be >= 0")
     if cfg.policy.copy_softcap < 0:
         raise ConfigError(f"policy.copy_softcap={cfg.policy.copy_softcap} must be >= 0 (0 = no cap)")
-    if cfg.policy.copy_edit_align and not (cfg.policy.copy_head and cfg.env.name == "tools"):
-        raise ConfigError("policy.copy_edit_align needs policy.copy_head=true and env=tools (it reads Edit's old/new)")
+    for switch in ("copy_edit_align", "copy_edit_resume"):
+        if getattr(cfg.policy, switch) and not (cfg.policy.copy_head and cfg.env.name == "tools"):
+            raise ConfigError(f"policy.{switch} needs policy.copy_head=true and env=tools (it reads Edit's old/new)")
     algo = cfg.algo
     if algo.group_size < 2:
         raise ConfigError(f"algo.group_size={algo.group_size} must be >= 2 (group advantages need a group)")

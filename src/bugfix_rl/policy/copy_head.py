@@ -21,6 +21,15 @@ before a call's `new`, after a `;`, or outside the agent's turn). new_string is 
 tokens changed, and where the change breaks the n-gram match (`max ( 0` after `min ( 0` was swapped
 to `max (`: the 2-gram `max (` points at `max ( level`), the aligned position still says `0`.
 
+With `copy_edit_resume`, one more feature, w_resume [j = pointer(t)], follows a copy pointer through
+old_string while new_string is written: it starts at old_string's first token when `new` is emitted;
+each emitted token equal to the pointed one advances it by one (a copy), one equal to the token after
+it advances it by two (the pointed token was replaced or dropped), any other leaves it (an inserted
+token, or the first of a replacement). Unlike the index alignment it survives insertions: writing
+`range ( 0 , stop + 1 ,` after `old ... range ( 0 , stop , stride )`, the pointer is at `stride`,
+where the suffix match has only the one-token match on `,` (as much after `0` as after `stop`). And
+after a swap (`max (` for `min (`) it resynchronises at the next copied token.
+
 Every consumer works on log P (the sampler samples from it, the trainer recomputes it, ratios, KL and
 entropy use it), so token-in/token-out stays exact (../shared/notes/copy-head.md).
 """
@@ -28,6 +37,7 @@ entropy use it), so token-in/token-out stays exact (../shared/notes/copy-head.md
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -87,6 +97,64 @@ def edit_alignment(ids: torch.Tensor, old_id: int, new_id: int, end_ids: list[in
     return torch.where(active, target, none)
 
 
+@dataclass
+class ResumeState:
+    """The copy pointer's scan state per row, each [B] long (-1 = none): the pointer, the positions of
+    the last `old`, of the `new` that started the pointer, and of the last call-ending token."""
+
+    pointer: torch.Tensor
+    last_old: torch.Tensor
+    new_at: torch.Tensor
+    last_end: torch.Tensor
+
+    @classmethod
+    def empty(cls, batch: int) -> "ResumeState":
+        return cls(*(torch.full((batch,), -1, dtype=torch.long) for _ in range(4)))
+
+    def current(self) -> torch.Tensor:
+        """[B] the pointed old_string position, or -1 when the pointer is not inside old_string."""
+        return torch.where((self.pointer >= 0) & (self.pointer < self.new_at), self.pointer, -1)
+
+
+def advance_resume(state: ResumeState, token: torch.Tensor, t, seq: torch.Tensor, valid: torch.Tensor,
+                   markers: tuple[int, int, list[int]]) -> None:
+    """Read one token per row into `state` (in place; rows where `valid` is False keep theirs).
+
+    token [B] sits at position t (an int or [B]) of seq [B, J], which holds every earlier token."""
+    old_id, new_id, end_ids = markers
+    rows = torch.arange(seq.shape[0])
+    inside = (state.pointer >= 0) & (state.pointer < state.new_at)
+    here = seq[rows, state.pointer.clamp(0, seq.shape[1] - 1)]
+    after = seq[rows, (state.pointer + 1).clamp(0, seq.shape[1] - 1)]
+    copied = inside & (token == here)
+    skipped = inside & ~copied & (state.pointer + 1 < state.new_at) & (token == after)
+    pointer = torch.where(copied, state.pointer + 1, torch.where(skipped, state.pointer + 2, state.pointer))
+    is_old, is_end = token == old_id, torch.isin(token, torch.tensor(end_ids))
+    last_old = torch.where(is_old, t, state.last_old)
+    last_end = torch.where(is_end, t, state.last_end)
+    pointer = torch.where(is_end | is_old, -1, pointer)
+    starts = (token == new_id) & (last_old >= 0) & (last_end < last_old)
+    pointer = torch.where(starts, last_old + 1, pointer)
+    new_at = torch.where(starts, t, state.new_at)
+    for name, value in (("pointer", pointer), ("last_old", last_old), ("new_at", new_at), ("last_end", last_end)):
+        setattr(state, name, torch.where(valid, value, getattr(state, name)))
+
+
+def edit_resume_pointer(ids: torch.Tensor, old_id: int, new_id: int, end_ids: list[int]) -> torch.Tensor:
+    """For each position t of ids [B, T], the old_string position the copy pointer holds after reading
+    ids[:, : t + 1] (module doc), else -1. [B, T] long.
+
+    Active from a call's `new` that follows its `old` with no end token (`;`, end of action or of
+    observation) between them, until an end token, another `old`, or the pointer leaving old_string."""
+    B, T = ids.shape
+    state, valid = ResumeState.empty(B), torch.ones(B, dtype=torch.bool)
+    out = torch.full((B, T), -1, dtype=torch.long)
+    for t in range(T):
+        advance_resume(state, ids[:, t], t, ids, valid, (old_id, new_id, end_ids))
+        out[:, t] = state.current()
+    return out
+
+
 def soft_capped(scores: torch.Tensor, cap: float) -> torch.Tensor:
     """cap * tanh(scores / cap): ~scores near 0, never beyond +-cap; cap <= 0 leaves scores as they are."""
     return cap * torch.tanh(scores / cap) if cap > 0 else scores
@@ -101,13 +169,18 @@ def shifted(ids: torch.Tensor, n: int, fill: int) -> torch.Tensor:
 
 class CopyHead(nn.Module):
     def __init__(self, d_model: int, copy_dim: int, ngram: int, softcap: float = 0.0, suffix_match: bool = False,
-                 edit_markers: tuple[int, int, list[int]] | None = None):
-        """edit_markers: (id of `old`, id of `new`, ids that end a call) turns on the aligned-position
-        feature (module doc); None leaves it off."""
+                 edit_markers: tuple[int, int, list[int]] | None = None, align: bool = False, resume: bool = False):
+        """edit_markers: (id of `old`, id of `new`, ids that end a call), read by the aligned-position
+        (align) and the copy-pointer (resume) features (module doc)."""
         super().__init__()
+        if (align or resume) and edit_markers is None:
+            raise ValueError("the align and resume features need edit_markers")
         self.edit_markers = edit_markers
-        if edit_markers is not None:
+        self.align, self.resume = align, resume
+        if align:
             self.align_weight = nn.Parameter(torch.tensor(3.0))
+        if resume:
+            self.resume_weight = nn.Parameter(torch.tensor(3.0))
         self.softcap = softcap
         self.suffix_match = suffix_match
         self.query = nn.Linear(d_model, copy_dim)
@@ -125,9 +198,12 @@ class CopyHead(nn.Module):
         query_ids = torch.stack([shifted(ids, n - 1, -2) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
         candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
         scores = scores + match_scores(query_ids, candidate_prev, self.match_weight, self.suffix_match)  # [B, T, T]
-        if self.edit_markers is not None:
+        if self.align:
             aligned = edit_alignment(ids, *self.edit_markers)  # [B, T]
             scores = scores + self.align_weight * (torch.arange(T)[None, None, :] == aligned[:, :, None])
+        if self.resume:
+            pointer = edit_resume_pointer(ids, *self.edit_markers)  # [B, T]
+            scores = scores + self.resume_weight * (torch.arange(T)[None, None, :] == pointer[:, :, None])
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         attention = scores.masked_fill(~causal, float("-inf")).softmax(-1)
         return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
@@ -147,9 +223,12 @@ class CopyHead(nn.Module):
         candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, J, N]
         scores = scores + match_scores(query_ids[:, None, :], candidate_prev, self.match_weight,
                                        self.suffix_match).squeeze(1)
-        if self.edit_markers is not None:  # the full pass's feature at each row's last position
+        if self.align:  # the full pass's feature at each row's last position
             aligned = edit_alignment(ids, *self.edit_markers)[rows, lengths.clamp(min=1) - 1]  # [B]
             scores = scores + self.align_weight * (torch.arange(used)[None, :] == aligned[:, None])
+        if self.resume:  # the scan state the cache advanced over every fed token (TinyAgent.forward_step)
+            pointer = cache.resume.current()  # [B]
+            scores = scores + self.resume_weight * (torch.arange(used)[None, :] == pointer[:, None])
         visible = torch.arange(used)[None, :] < lengths.clamp(min=1)[:, None]
         attention = scores.masked_fill(~visible, float("-inf")).softmax(-1)
         return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention, ids.clamp(min=0))

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from bugfix_rl.progress import PhaseProgress
 
 COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "copy_softcap", "copy_suffix_match", "copy_edit_align",
-               "shared_identifier_embedding")
+               "copy_edit_resume", "shared_identifier_embedding")
 
 
 def _nothing(*_) -> None:
@@ -50,7 +50,7 @@ def architecture(policy_cfg) -> TinyAgentConfig:
 def new_tiny_agent(tokenizer: Tokenizer, arch: TinyAgentConfig) -> TinyAgent:
     """A freshly initialised TinyAgent for this vocabulary (identifier ids filled in when needed)."""
     ids = identifier_ids(tokenizer) if arch.shared_identifier_embedding else None
-    markers = edit_marker_ids(tokenizer) if arch.copy_edit_align else None
+    markers = edit_marker_ids(tokenizer) if (arch.copy_edit_align or arch.copy_edit_resume) else None
     return TinyAgent(tokenizer.vocab_size, arch, identifier_ids=ids, edit_markers=markers)
 
 

@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bugfix_rl.config import PolicyConfig
-from bugfix_rl.policy.copy_head import CopyHead
+from bugfix_rl.policy.copy_head import CopyHead, ResumeState, advance_resume
 
 
 @dataclass
@@ -42,12 +42,14 @@ class TinyAgentConfig:
     copy_softcap: float = PolicyConfig.copy_softcap
     copy_suffix_match: bool = PolicyConfig.copy_suffix_match
     copy_edit_align: bool = PolicyConfig.copy_edit_align
+    copy_edit_resume: bool = PolicyConfig.copy_edit_resume
     shared_identifier_embedding: bool = PolicyConfig.shared_identifier_embedding
 
 
 class KVCache:
     """Per-layer keys/values [B, H, capacity, head_dim] and each row's filled length [B]; with a copy
-    head also the copy keys [B, capacity, copy_dim] and the token ids [B, capacity] (-1 = empty)."""
+    head also the copy keys [B, capacity, copy_dim], the token ids [B, capacity] (-1 = empty) and the
+    copy pointer's scan state (copy_head.ResumeState, read by copy_edit_resume)."""
 
     def __init__(self, n_layers: int, batch: int, n_heads: int, capacity: int, head_dim: int, copy_dim: int = 0):
         shape = (batch, n_heads, capacity, head_dim)
@@ -56,6 +58,7 @@ class KVCache:
         self.lengths = torch.zeros(batch, dtype=torch.long)
         self.copy_keys = torch.zeros(batch, capacity, copy_dim) if copy_dim else None
         self.ids = torch.full((batch, capacity), -1, dtype=torch.long) if copy_dim else None
+        self.resume = ResumeState.empty(batch) if copy_dim else None
 
 
 class Block(nn.Module):
@@ -96,17 +99,18 @@ class TinyAgent(nn.Module):
     def __init__(self, vocab_size: int, cfg: TinyAgentConfig, identifier_ids: list[int] | None = None,
                  edit_markers: tuple[int, int, list[int]] | None = None):
         """identifier_ids: the vocabulary ids of operand names (used with shared_identifier_embedding);
-        edit_markers: the ids of `old`, `new` and the call-ending tokens (used with copy_edit_align)."""
+        edit_markers: the ids of `old`, `new` and the call-ending tokens (used with copy_edit_align and
+        copy_edit_resume)."""
         super().__init__()
-        if cfg.copy_edit_align and edit_markers is None:
-            raise ValueError("copy_edit_align needs the vocabulary's ids of old, new and the call ends")
+        if (cfg.copy_edit_align or cfg.copy_edit_resume) and edit_markers is None:
+            raise ValueError("copy_edit_align / copy_edit_resume need the vocabulary's ids of old, new and the call ends")
         self.cfg, self.vocab_size = cfg, vocab_size
         self.token_embedding = nn.Embedding(vocab_size, cfg.d_model)
         self.position_embedding = nn.Embedding(cfg.max_len, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.copy = (CopyHead(cfg.d_model, cfg.copy_dim, cfg.copy_ngram, cfg.copy_softcap, cfg.copy_suffix_match,
-                              edit_markers if cfg.copy_edit_align else None)
+                              edit_markers, align=cfg.copy_edit_align, resume=cfg.copy_edit_resume)
                      if cfg.copy_head else None)
         if cfg.shared_identifier_embedding:
             if not identifier_ids:
@@ -187,6 +191,9 @@ class TinyAgent(nn.Module):
         slots = positions[real]
         cache.ids[rows, slots] = ids[real]
         cache.copy_keys[rows, slots] = self.copy.key(hidden[real])
+        if self.copy.resume:  # the pointer reads the fed tokens in order, as the full pass does
+            for i in range(q):
+                advance_resume(cache.resume, ids[:, i], positions[:, i], cache.ids, real[:, i], self.copy.edit_markers)
         cache.lengths += n_new
         last_hidden = hidden[torch.arange(B), last]  # [B, C]
         return self.copy.mixture_step(last_hidden, last_hidden @ self.token_embedding.weight.T, cache)
