@@ -22,6 +22,16 @@ def _variants(per_task=12, seed=0):
     return [(task, v) for task in TRAIN for v in (shape_variant(task, rng) for _ in range(per_task)) if v is not None]
 
 
+def _params(task) -> list[str]:
+    return re.findall(r"\w+", task.source.split("(", 1)[1].split(")", 1)[0])
+
+
+def test_specialize_gives_a_family_another_number_of_parameters():
+    """Every minmax training task has one or three parameters; specialize variants have two."""
+    arities = {len(_params(v)) for t, v in _variants() if t.family == "minmax"}
+    assert {len(_params(t)) for t in TRAIN if t.family == "minmax"} == {1, 3} and 2 in arities
+
+
 def test_a_variant_is_graded_by_its_own_fix_and_stays_buggy():
     variants = _variants()
     assert len({v.source for _, v in variants}) > 100
@@ -33,7 +43,10 @@ def test_a_variant_is_graded_by_its_own_fix_and_stays_buggy():
         states = ops.code_states(variant)
         assert not states[None].hidden_pass and states[None].public_pass < 1  # the bug shows in both
         assert states[variant.fix_op].hidden_pass and states[variant.fix_op].public_pass == 1
-        assert [args for args, _ in variant.hidden_tests] == [args for args, _ in task.hidden_tests]
+        kept = [i for i, name in enumerate(_params(task)) if name in _params(variant)]  # specialize drops one
+        assert len(kept) >= len(_params(task)) - 1 and len(_params(variant)) == len(kept)
+        assert [args for args, _ in variant.hidden_tests] == [tuple(args[i] for i in kept)
+                                                              for args, _ in task.hidden_tests]
         assert len({repr(e) for _, e in variant.public_tests + variant.hidden_tests}) > 1  # not a constant
 
 

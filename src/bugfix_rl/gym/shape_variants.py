@@ -8,7 +8,14 @@ A shape variant changes one operand or literal of a training task's buggy body:
 
 - literal: an operand occurrence becomes a constant (`min ( lo , ...` -> `min ( 1 , ...`);
 - scaled:  an operand occurrence `x` becomes `x * c` or `x + c`;
-- operand: a literal becomes one of the function's parameters.
+- operand: a literal becomes one of the function's parameters;
+- specialize: a parameter the body reads becomes a constant everywhere and leaves the def line (one
+  argument fewer; each test's arguments lose it).
+
+Without specialize every function of a family has the same number of parameters, and the agent keyed
+its fix on that: probed teacher-forced (seed 0, `+exp=tools` with a pad kind, 80 steps), it gave the
+min/max swap of `return min ( 0 , max ( level , top ) )` probability 0.00 under a two-parameter def
+line and above 0.9 under a three-parameter one, with literal 0 or 1 alike.
 
 The bug's family and its fix op stay the same. Its tests are recomputed by differential testing: the
 expected value of each of the task's inputs is what the family's fix, applied to the variant, returns
@@ -31,7 +38,8 @@ from bugfix_rl.gym import ops
 from bugfix_rl.gym.tasks import Task, make_tasks, operand_names
 
 TRAIN_CONSTANTS = ("0", "1", "2", "10")  # every number in the training sources (held-out ones: 3, 255, ...)
-KINDS = ("literal", "scaled", "operand")
+KINDS = ("literal", "scaled", "operand", "specialize")
+KIND_WEIGHTS = (1, 1, 1, 2)  # specialize twice as often: of its draws, only the ones on a 2+ parameter function count
 _WORD = re.compile(r"[A-Za-z_]\w*|\d+")
 
 
@@ -74,11 +82,30 @@ def _body_slots(source: str, operands: set[str]) -> list[tuple[int, int, str]]:
     return slots
 
 
-def _changed(task: Task, rng: random.Random) -> str | None:
-    """The task's source with one slot changed by a random kind, or None when that kind has no slot."""
+def _with_params(source: str, params: list[str]) -> str:
+    head, body = source.split("\n", 1)
+    return head.split("(", 1)[0] + "(" + ", ".join(params) + "):\n" + body
+
+
+def _same_args(args: tuple) -> tuple:
+    return args
+
+
+def _changed(task: Task, rng: random.Random):
+    """(the task's source with one change of a random kind, how each test's arguments change), or None
+    when that kind has nothing to change."""
     source, operands = task.source, set(operand_names(task))
     params = re.findall(r"\w+", source.split("(", 1)[1].split(")", 1)[0])
-    kind = rng.choice(KINDS)
+    kind = rng.choices(KINDS, KIND_WEIGHTS)[0]
+    if kind == "specialize":
+        used = sorted({w for _, _, w in _body_slots(source, operands) if w in params})
+        if len(params) < 2 or not used:
+            return None
+        name, value = rng.choice(used), rng.choice(TRAIN_CONSTANTS)
+        index = params.index(name)
+        head, body = source.split("\n", 1)
+        specialized = _with_params(head + "\n" + re.sub(rf"\b{name}\b", value, body), [p for p in params if p != name])
+        return specialized, lambda args: args[:index] + args[index + 1:]
     slots = [s for s in _body_slots(source, operands) if s[2].isdigit() == (kind == "operand")]
     if not slots:
         return None
@@ -89,11 +116,12 @@ def _changed(task: Task, rng: random.Random) -> str | None:
         replacement = f"{word} {rng.choice('*+')} {rng.choice(TRAIN_CONSTANTS[1:])}"
     else:
         replacement = rng.choice(params)
-    return source[:start] + replacement + source[end:]
+    return source[:start] + replacement + source[end:], _same_args
 
 
-def _graded(task: Task, source: str, tag: str) -> Task | None:
-    """The variant with tests recomputed from its fix, or None if it breaks a rule of the module doc."""
+def _graded(task: Task, source: str, new_args, tag: str) -> Task | None:
+    """The variant with tests recomputed from its fix, or None if it breaks a rule of the module doc.
+    new_args maps a test's arguments to the variant's (specialize drops one)."""
     fixed = ops.apply_op(task, source, task.fix_op)
     if fixed is None or fixed == source:
         return None
@@ -101,17 +129,19 @@ def _graded(task: Task, source: str, tag: str) -> Task | None:
     shapes = unseen_heldout_line_shapes()
     if any(_blanked(line, operands) in shapes for text in (source, fixed) for line in text.splitlines() if line.strip()):
         return None
+    public_cases = tuple((new_args(args), None) for args, _ in task.public_tests)
+    hidden_cases = tuple((new_args(args), None) for args, _ in task.hidden_tests)
     try:
-        public = ops.run_cases(fixed, task.fn_name, task.public_tests)
-        hidden = ops.run_cases(fixed, task.fn_name, task.hidden_tests)
+        public = ops.run_cases(fixed, task.fn_name, public_cases)
+        hidden = ops.run_cases(fixed, task.fn_name, hidden_cases)
     except Exception:  # a variant that does not compile
         return None
     if any(out is ops._ERROR for out in public + hidden):
         return None
     if len({repr(out) for out in public + hidden}) == 1:
         return None  # the fix is a constant function (`x // 0` guarded by `if 0 == 0`)
-    public_tests = tuple((args, out) for (args, _), out in zip(task.public_tests, public))
-    hidden_tests = tuple((args, out) for (args, _), out in zip(task.hidden_tests, hidden))
+    public_tests = tuple((args, out) for (args, _), out in zip(public_cases, public))
+    hidden_tests = tuple((args, out) for (args, _), out in zip(hidden_cases, hidden))
     variant = Task(f"{task.name}~{tag}", task.fn_name, source, public_tests, hidden_tests, task.split)
     buggy = ops._make_state(variant, source)  # the env's own grading of the buggy code (not cached)
     return None if buggy.public_pass == 1 or buggy.hidden_pass else variant
@@ -123,10 +153,11 @@ def shape_variant(task: Task, rng: random.Random, tries: int = 16) -> Task | Non
     if task.split != "train":
         raise ValueError(f"shape variants are made from training tasks only, not {task.name!r}")
     for _ in range(tries):
-        source = _changed(task, rng)
-        if source is None:
+        changed = _changed(task, rng)
+        if changed is None:
             continue
-        variant = _graded(task, source, "s" + hashlib.sha256(source.encode()).hexdigest()[:8])
+        source, new_args = changed
+        variant = _graded(task, source, new_args, "s" + hashlib.sha256(source.encode()).hexdigest()[:8])
         if variant is not None:
             return variant
     return None
