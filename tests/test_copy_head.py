@@ -486,3 +486,21 @@ def test_the_copy_pointer_feature_copies_the_pointed_token_and_cached_steps_equa
     logp = model(ids)[0]
     # after `new`: 11; after copying 11: 12; after the inserted 9: still 12
     assert [logp[t].argmax().item() for t in (4, 5, 6)] == [11, 12, 12]
+
+
+def test_the_copy_pointer_over_whole_sequences_equals_reading_token_by_token():
+    """edit_resume_pointer (only over new_strings) against advance_resume read at every position, as the
+    KV cache does, on random sequences dense in old/new/end markers."""
+    from bugfix_rl.policy.copy_head import ResumeState, advance_resume, edit_resume_pointer
+
+    generator = torch.Generator().manual_seed(0)
+    markers, active = (5, 6, [2, 3]), 0
+    for _ in range(50):
+        ids = torch.randint(2, 10, (4, 40), generator=generator)  # 2, 3 end; 5 old; 6 new; 4, 7, 8, 9 text
+        state, expected = ResumeState.empty(4), []
+        for t in range(ids.shape[1]):
+            advance_resume(state, ids[:, t], t, ids, torch.ones(4, dtype=torch.bool), markers)
+            expected.append(state.current())
+        assert torch.equal(edit_resume_pointer(ids, *markers), torch.stack(expected, 1))
+        active += int((torch.stack(expected, 1) >= 0).sum())
+    assert active > 100  # the pointer was on often enough for the comparison to mean something

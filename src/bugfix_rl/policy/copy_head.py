@@ -145,13 +145,33 @@ def edit_resume_pointer(ids: torch.Tensor, old_id: int, new_id: int, end_ids: li
     ids[:, : t + 1] (module doc), else -1. [B, T] long.
 
     Active from a call's `new` that follows its `old` with no end token (`;`, end of action or of
-    observation) between them, until an end token, another `old`, or the pointer leaving old_string."""
+    observation) between them, until an end token, another `old` or `new`, or the pointer leaving
+    old_string. The same values as reading every token with `advance_resume` (as the KV cache does),
+    computed only over each new_string: a scan over all T positions cost the tools base build a minute."""
     B, T = ids.shape
-    state, valid = ResumeState.empty(B), torch.ones(B, dtype=torch.bool)
+    starts = (ids == new_id).nonzero().tolist()
     out = torch.full((B, T), -1, dtype=torch.long)
-    for t in range(T):
-        advance_resume(state, ids[:, t], t, ids, valid, (old_id, new_id, end_ids))
-        out[:, t] = state.current()
+    if not starts:
+        return out
+    rows, ends = ids.tolist(), set(end_ids)
+    at_b, at_t, value = [], [], []
+    for b, new_at in starts:
+        row, old_at = rows[b], new_at - 1
+        while old_at >= 0 and row[old_at] != old_id and row[old_at] not in ends:
+            old_at -= 1
+        if old_at < 0 or row[old_at] != old_id:
+            continue  # no `old` in this call
+        pointer, t = old_at + 1, new_at
+        while pointer < new_at:
+            at_b.append(b), at_t.append(t), value.append(pointer)
+            t += 1
+            if t >= T or row[t] in ends or row[t] in (old_id, new_id):
+                break  # another `new` starts its own pointer
+            if row[t] == row[pointer]:
+                pointer += 1
+            elif pointer + 1 < new_at and row[t] == row[pointer + 1]:
+                pointer += 2
+    out[torch.tensor(at_b, dtype=torch.long), torch.tensor(at_t, dtype=torch.long)] = torch.tensor(value, dtype=torch.long)
     return out
 
 
