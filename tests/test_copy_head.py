@@ -504,3 +504,15 @@ def test_the_copy_pointer_over_whole_sequences_equals_reading_token_by_token():
         assert torch.equal(edit_resume_pointer(ids, *markers), torch.stack(expected, 1))
         active += int((torch.stack(expected, 1) >= 0).sum())
     assert active > 100  # the pointer was on often enough for the comparison to mean something
+
+
+@pytest.mark.parametrize("copy_head", [False, True])
+def test_a_long_feed_beside_an_ended_row_near_the_context_end_stays_in_the_cache(copy_head):
+    """Row 0 sits at 120 of a 128-token context and feeds nothing (its episode ended) while row 1 feeds an
+    80-token observation: row 0's padded slots reach position 199, past the cache's 192. Found in a
+    +exp=tools run (`index 320 is out of bounds`); row 1's predictions must equal the full pass."""
+    torch.manual_seed(0)
+    cfg = TinyAgentConfig(max_len=128, copy_head=copy_head, shared_identifier_embedding=copy_head)
+    model = TinyAgent(40, cfg, identifier_ids=[10, 11, 12] if copy_head else None).eval()
+    ids = torch.randint(4, 40, (2, 120), generator=torch.Generator().manual_seed(1))
+    _assert_cached_steps_equal_full_pass(model, ids, ([120, 20], [0, 80]))

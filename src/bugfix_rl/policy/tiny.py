@@ -178,7 +178,11 @@ class TinyAgent(nn.Module):
         visible = torch.arange(used)[None, None, :] <= positions[:, :, None]  # [B, q, used]
         mask = torch.zeros(B, 1, q, used).masked_fill_(~visible[:, None], float("-inf"))
         hd = cfg.d_model // cfg.n_heads
-        write_index = positions[:, None, :, None].expand(B, cfg.n_heads, q, hd)
+        # A padded slot of a row that feeds fewer tokens (or none: an ended episode near the context's end)
+        # may lie past the cache when another row feeds a long observation: it writes to the last slot,
+        # which no real token ever uses (real positions stay below max_len).
+        capacity = cache.keys[0].shape[2]
+        write_index = positions.clamp(max=capacity - 1)[:, None, :, None].expand(B, cfg.n_heads, q, hd)
         for layer, block in enumerate(self.blocks):
             x = block.forward_cached(x, cache.keys[layer], cache.values[layer], write_index, mask, used)
         last = (n_new - 1).clamp(min=0)
