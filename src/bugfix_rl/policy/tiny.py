@@ -158,8 +158,9 @@ class TinyAgent(nn.Module):
 
     def new_cache(self, batch: int) -> KVCache:
         cfg = self.cfg
-        # slack past max_len: padded query slots of a step may write beyond a row's real end
-        return KVCache(cfg.n_layers, batch, cfg.n_heads, cfg.max_len + 64, cfg.d_model // cfg.n_heads,
+        # one slot past max_len, which no real token uses: forward_step writes padded query slots that
+        # would lie past the cache there
+        return KVCache(cfg.n_layers, batch, cfg.n_heads, cfg.max_len + 1, cfg.d_model // cfg.n_heads,
                        cfg.copy_dim if cfg.copy_head else 0)
 
     @torch.no_grad()
@@ -179,10 +180,9 @@ class TinyAgent(nn.Module):
         mask = torch.zeros(B, 1, q, used).masked_fill_(~visible[:, None], float("-inf"))
         hd = cfg.d_model // cfg.n_heads
         # A padded slot of a row that feeds fewer tokens (or none: an ended episode near the context's end)
-        # may lie past the cache when another row feeds a long observation: it writes to the last slot,
-        # which no real token ever uses (real positions stay below max_len).
-        capacity = cache.keys[0].shape[2]
-        write_index = positions.clamp(max=capacity - 1)[:, None, :, None].expand(B, cfg.n_heads, q, hd)
+        # may lie past max_len when another row feeds a long observation: it writes to the spare slot
+        # max_len, which no real token uses (real positions stay below max_len) and no query attends.
+        write_index = positions.clamp(max=cfg.max_len)[:, None, :, None].expand(B, cfg.n_heads, q, hd)
         for layer, block in enumerate(self.blocks):
             x = block.forward_cached(x, cache.keys[layer], cache.values[layer], write_index, mask, used)
         last = (n_new - 1).clamp(min=0)
