@@ -381,25 +381,41 @@ def test_edit_alignment_points_at_the_old_string_token_in_line_with_the_one_bein
     assert edit_alignment(torch.tensor([[6, 20, 5, 21]]), 5, 6, [2]).tolist() == [[-1, -1, -1, -1]]
 
 
-def test_the_aligned_feature_copies_the_token_in_line_and_cached_steps_equal_the_full_pass():
+def _edit_feature_agent(**switches) -> TinyAgent:
+    """A copy-head TinyAgent with OLD=5, NEW=6 and END in (2, 3), weights far from the init."""
     torch.manual_seed(0)
-    cfg = TinyAgentConfig(max_len=64, copy_head=True, shared_identifier_embedding=True, copy_softcap=1.5,
-                          copy_edit_align=True)
+    cfg = TinyAgentConfig(max_len=64, copy_head=True, shared_identifier_embedding=True, copy_softcap=1.5, **switches)
     model = TinyAgent(40, cfg, identifier_ids=[10, 11, 12], edit_markers=(5, 6, [2, 3]))
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.3)
+    return model
+
+
+def _edit_ids() -> torch.Tensor:
+    """[3, 16] random ids holding an Edit's old (tokens 4-7) and new (tokens 9-); row 2's call ends at 12."""
     ids = torch.randint(4, 20, (3, 16), generator=torch.Generator().manual_seed(1))
-    ids[:, 3], ids[:, 8] = 5, 6  # an Edit's old (tokens 4-7) and new (tokens 9-)
-    ids[2, 12] = 2  # row 2's call ends early
-    _assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]))
-    with torch.no_grad():  # the feature alone decides: the aligned old token is copied
+    ids[:, 3], ids[:, 8] = 5, 6
+    ids[2, 12] = 2
+    return ids
+
+
+def _only_feature(model: TinyAgent, weight: torch.nn.Parameter) -> None:
+    """Leave `weight`'s feature alone to decide: no learned score, no match features, the gate shut."""
+    with torch.no_grad():
         model.copy.query.weight.zero_()
         model.copy.query.bias.zero_()
         model.copy.match_weight.zero_()
         model.copy.gate.weight.zero_()
         model.copy.gate.bias.fill_(-30.0)
-        model.copy.align_weight.fill_(20.0)
+        weight.fill_(20.0)
+
+
+def test_the_aligned_feature_copies_the_token_in_line_and_cached_steps_equal_the_full_pass():
+    model = _edit_feature_agent(copy_edit_align=True)
+    ids = _edit_ids()
+    _assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]))
+    _only_feature(model, model.copy.align_weight)  # the aligned old token is copied
     #                    0  1   2   3  4   5   6
     ids = torch.tensor([[5, 11, 12, 6, 7, 11, 9]])  # old 11 12 new 7 ...
     logp = model(ids)[0]
@@ -462,25 +478,11 @@ def test_the_copy_pointer_follows_old_string_across_an_insertion_and_a_swap():
 
 
 def test_the_copy_pointer_feature_copies_the_pointed_token_and_cached_steps_equal_the_full_pass():
-    torch.manual_seed(0)
-    cfg = TinyAgentConfig(max_len=64, copy_head=True, shared_identifier_embedding=True, copy_softcap=1.5,
-                          copy_edit_resume=True, copy_suffix_match=True)
-    model = TinyAgent(40, cfg, identifier_ids=[10, 11, 12], edit_markers=(5, 6, [2, 3]))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.3)
-    ids = torch.randint(4, 20, (3, 16), generator=torch.Generator().manual_seed(1))
-    ids[:, 3], ids[:, 8] = 5, 6  # an Edit's old (tokens 4-7) and new (tokens 9-)
+    model = _edit_feature_agent(copy_edit_resume=True, copy_suffix_match=True)
+    ids = _edit_ids()
     ids[0, 9:12] = ids[0, 4:7]  # row 0 copies, so its pointer moves
-    ids[2, 12] = 2  # row 2's call ends early
     _assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]))
-    with torch.no_grad():  # the feature alone decides: the pointed old token is copied
-        model.copy.query.weight.zero_()
-        model.copy.query.bias.zero_()
-        model.copy.match_weight.zero_()
-        model.copy.gate.weight.zero_()
-        model.copy.gate.bias.fill_(-30.0)
-        model.copy.resume_weight.fill_(20.0)
+    _only_feature(model, model.copy.resume_weight)  # the pointed old token is copied
     #                    0  1   2   3  4  5   6   7
     ids = torch.tensor([[5, 11, 12, 7, 6, 11, 9, 8]])  # old 11 12 7, new 11 9 ...
     logp = model(ids)[0]
