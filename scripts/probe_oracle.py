@@ -24,6 +24,7 @@ import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch 
 import torch
 
 from bugfix_rl.algo.update import token_logprobs
+from bugfix_rl.checkpoint import CheckpointError
 from bugfix_rl.envs import make_env_factory, oracle_for
 from bugfix_rl.evaluate.checkpoint_eval import load_policy
 from bugfix_rl.gym.tasks import make_tasks
@@ -49,14 +50,18 @@ def main() -> None:
     parser.add_argument("--below", type=float, default=0.9, help="print p for policy tokens below this")
     parser.add_argument("--source", type=Path, help="probe this function's source with the first task's tests")
     args = parser.parse_args()
-    policy = load_policy(args.checkpoint)
+    try:
+        policy = load_policy(args.checkpoint)
+        source = args.source.read_text() if args.source else None
+    except (CheckpointError, OSError) as err:  # one line, exit 1: a wrong path is not a crash
+        sys.exit(f"probe_oracle: {err}")
     by_name = {t.name: t for t in make_tasks("all")}
     unknown = [name for name in args.tasks if name not in by_name]
     if unknown:
         sys.exit(f"unknown task(s): {', '.join(unknown)}")
     tasks = [by_name[name] for name in args.tasks]
-    if args.source:
-        tasks = [dataclasses.replace(tasks[0], source=args.source.read_text(), name=f"{tasks[0].name}~probe")]
+    if source is not None:
+        tasks = [dataclasses.replace(tasks[0], source=source, name=f"{tasks[0].name}~probe")]
     make_env, close_env = make_env_factory(policy.cfg.env)
     try:
         for task in tasks:
