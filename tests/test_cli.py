@@ -22,6 +22,7 @@ CASES = [
     (["train", "rollout.engine=spark"], "rollout.engine=spark is not allowed", "ray, local"),
     (["bench", "bench.repeats=0"], "bench.repeats=0 must be > 0", ""),
     (["sft", "cold_start.source=web"], "cold_start.source=web is not allowed", "oracle"),
+    (["train", "policy.copy_resume_cut=true"], "policy.copy_resume_cut needs policy.copy_edit_resume=true", ""),
 ]
 
 

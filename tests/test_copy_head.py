@@ -296,6 +296,8 @@ def test_every_architecture_switch_and_the_kernels_change_the_base_key(monkeypat
     keys.append(key())
     cfg.policy.copy_edit_resume = True
     keys.append(key())
+    cfg.policy.copy_resume_cut = True
+    keys.append(key())
     monkeypatch.setattr(rl_base, "kernel_signature", lambda: "aten=AVX512 mkl_cbwr=auto onednn=auto")
     keys.append(key())
     assert len(set(keys)) == len(keys), keys
@@ -465,16 +467,21 @@ def test_the_copy_pointer_follows_old_string_across_an_insertion_and_a_swap():
     # after `new` (t=8): old's first token (4); copies move it to 5, 6; the inserted 30, 31 leave it at
     # 6 (`22`, what comes next); the copied 22 -> 7; the copied 23 leaves old_string: none; end: none
     expected = [-1] * 8 + [4, 5, 6, 6, 6, 7, -1, -1]
-    assert edit_resume_pointer(ids, 5, 6, [2]).tolist() == [expected]
+    # the run of copies up to each token: 0 at `new`, 1 and 2 after two copies, 0 after each inserted one
+    expected_runs = [-1] * 8 + [0, 1, 2, 0, 0, 1, -1, -1]
+    assert [t.tolist() for t in edit_resume_pointer(ids, 5, 6, [2])] == [[expected], [expected_runs]]
     # swap: old `40 41 42 43 44 41` (min ( 0 , max (), new `44 41 42 43 40 41`
     #                    0   1   2   3   4   5   6  7   8   9  10  11  12  13
     ids = torch.tensor([[5, 40, 41, 42, 43, 44, 41, 6, 44, 41, 42, 43, 40, 41]])
     # 44 is neither the pointed 40 nor the next 41: stays at 1; 41 is the token after it: jumps to 3 (42,
     # the `0` after `min (`); copies to 4, 5; 40 stays at 5; 41 (after the pointed 44) jumps to 7 = `new`
     expected = [-1] * 7 + [1, 1, 3, 4, 5, 5, -1]
-    assert edit_resume_pointer(ids, 5, 6, [2]).tolist() == [expected]
+    # 44 replaced a token (run 0); the 41 after it is a copy the jump confirms (1), then 42, 43 (2, 3)
+    expected_runs = [-1] * 7 + [0, 0, 1, 2, 3, 0, -1]
+    assert [t.tolist() for t in edit_resume_pointer(ids, 5, 6, [2])] == [[expected], [expected_runs]]
     # `new` before any `old`, and a `new` after the call ended: no pointer
-    assert edit_resume_pointer(torch.tensor([[6, 20, 5, 21, 2, 6, 21]]), 5, 6, [2]).tolist() == [[-1] * 7]
+    pointers, runs = edit_resume_pointer(torch.tensor([[6, 20, 5, 21, 2, 6, 21]]), 5, 6, [2])
+    assert pointers.tolist() == runs.tolist() == [[-1] * 7]
 
 
 def test_the_copy_pointer_feature_copies_the_pointed_token_and_cached_steps_equal_the_full_pass():
@@ -499,13 +506,47 @@ def test_the_copy_pointer_over_whole_sequences_equals_reading_token_by_token():
     markers, active = (5, 6, [2, 3]), 0
     for _ in range(50):
         ids = torch.randint(2, 10, (4, 40), generator=generator)  # 2, 3 end; 5 old; 6 new; 4, 7, 8, 9 text
-        state, expected = ResumeState.empty(4), []
+        state, expected, expected_runs = ResumeState.empty(4), [], []
         for t in range(ids.shape[1]):
             advance_resume(state, ids[:, t], t, ids, torch.ones(4, dtype=torch.bool), markers)
             expected.append(state.current())
-        assert torch.equal(edit_resume_pointer(ids, *markers), torch.stack(expected, 1))
+            expected_runs.append(state.current_run())
+        pointers, runs = edit_resume_pointer(ids, *markers)
+        assert torch.equal(pointers, torch.stack(expected, 1))
+        assert torch.equal(runs, torch.stack(expected_runs, 1))
         active += int((torch.stack(expected, 1) >= 0).sum())
     assert active > 100  # the pointer was on often enough for the comparison to mean something
+
+
+def test_the_pointer_cut_keeps_a_match_from_reaching_back_past_a_replaced_token():
+    """By hand: OLD=5, NEW=6; old `20 21 22 23 21 24`, new `23 21` (23 replaced 20; 21 is the copy the
+    pointer jumps on, so it points at 22). The 2-gram `23 21` matches only 24 (after `23 21` in old);
+    the 1-gram `21` matches 22 and 24. Match weights 3 each, the pointer's 1: without the cut 24 scores
+    3 + 3 against 22's 3 + 1; with it, `23` was not copied, so only the 1-gram counts: 22 has 3 + 1."""
+    #                    0   1   2   3   4   5   6  7   8   9
+    ids = torch.tensor([[5, 20, 21, 22, 23, 21, 24, 6, 23, 21]])
+    predictions = {}
+    for cut in (False, True):
+        model = _edit_feature_agent(copy_edit_resume=True, copy_suffix_match=True, copy_resume_cut=cut)
+        _only_feature(model, model.copy.resume_weight)
+        with torch.no_grad():
+            model.copy.resume_weight.fill_(1.0)
+            model.copy.match_weight.fill_(3.0)
+        logp = model(ids)[0, 9]
+        predictions[cut] = logp.argmax().item()
+        # the copy distribution by hand: scores 3+1 at 22, 3 (+3 uncut) at 24, 0 at the other 8 positions
+        at_24 = 6.0 if not cut else 3.0
+        total = math.exp(4.0) + math.exp(at_24) + 8
+        torch.testing.assert_close(logp[22].exp(), torch.tensor(math.exp(4.0) / total), atol=1e-5, rtol=1e-4)
+    assert predictions == {False: 24, True: 22}
+
+
+def test_the_pointer_cut_cached_steps_equal_the_full_pass():
+    model = _edit_feature_agent(copy_edit_resume=True, copy_suffix_match=True, copy_resume_cut=True)
+    ids = _edit_ids()
+    ids[0, 9:12] = ids[0, 4:7]  # row 0 copies, so its run grows
+    ids[1, 10:12] = ids[1, 5:7]  # row 1 replaces old's first token, then copies
+    _assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]))
 
 
 @pytest.mark.parametrize("copy_head", [False, True])

@@ -30,6 +30,12 @@ token, or the first of a replacement). Unlike the index alignment it survives in
 where the suffix match has only the one-token match on `,` (as much after `0` as after `stop`). And
 after a swap (`max (` for `min (`) it resynchronises at the next copied token.
 
+With `copy_resume_cut`, while the pointer is active the match features look back only over the tokens
+it confirmed as copies (the unbroken run of copied tokens ending at the last one, at least the last
+token itself): after a swap (`max (` written for `min (`), the 2-gram `max (` matches `max ( level` in
+the Read output and old_string, as much as the pointer and the 1-gram `(` point at `0`, and seed 1's
+agent gave `0` probability 0.05 there. `max` was not copied, so only the 1-gram `(` counts.
+
 Every consumer works on log P (the sampler samples from it, the trainer recomputes it, ratios, KL and
 entropy use it), so token-in/token-out stays exact (../shared/notes/copy-head.md).
 """
@@ -61,12 +67,13 @@ def mixture_log_probs(vocab_logits: torch.Tensor, gate_logit: torch.Tensor, atte
 
 
 def match_scores(query_ids: torch.Tensor, candidate_prev_ids: torch.Tensor, weights: torch.Tensor,
-                 suffix: bool = False) -> torch.Tensor:
+                 suffix: bool = False, limit: torch.Tensor | None = None) -> torch.Tensor:
     """sum_n weights[n] * [query_ids[..., q, n] == candidate_prev_ids[..., j, n]] (offsets), or with
     suffix=True sum_n weights[n] * [the last n+1 query tokens all equal the candidate's n+1 predecessors].
 
     query_ids [..., Q, N] (the last N tokens before the prediction, most recent first; -2 = none);
     candidate_prev_ids [..., J, N] (the N tokens before each candidate, nearest first; -1 = none).
+    limit [..., Q] (optional): at most this many of the last query tokens take part (n < limit).
     Returns [..., Q, J].
 
     Offsets count each position on its own, so `( 0 ,` half-matches `( level ,` (offsets 1 and 3):
@@ -76,7 +83,8 @@ def match_scores(query_ids: torch.Tensor, candidate_prev_ids: torch.Tensor, weig
     for n in range(weights.shape[0]):  # one [..., Q, J] comparison at a time: no [..., Q, J, N] float tensor
         equal = query_ids[..., :, None, n] == candidate_prev_ids[..., None, :, n]
         run = run & equal if suffix else equal
-        total = total + weights[n] * run
+        counted = run if limit is None else run & (limit > n)[..., None]
+        total = total + weights[n] * counted
     return total
 
 
@@ -100,20 +108,27 @@ def edit_alignment(ids: torch.Tensor, old_id: int, new_id: int, end_ids: list[in
 @dataclass
 class ResumeState:
     """The copy pointer's scan state per row, each [B] long (-1 = none): the pointer, the positions of
-    the last `old`, of the `new` that started the pointer, and of the last call-ending token."""
+    the last `old`, of the `new` that started the pointer, and of the last call-ending token; and how
+    many tokens in a row up to the last one the pointer confirmed as copies (0 after `new` and after a
+    token it did not)."""
 
     pointer: torch.Tensor
     last_old: torch.Tensor
     new_at: torch.Tensor
     last_end: torch.Tensor
+    copied_run: torch.Tensor
 
     @classmethod
     def empty(cls, batch: int) -> "ResumeState":
-        return cls(*(torch.full((batch,), -1, dtype=torch.long) for _ in range(4)))
+        return cls(*(torch.full((batch,), -1, dtype=torch.long) for _ in range(5)))
 
     def current(self) -> torch.Tensor:
         """[B] the pointed old_string position, or -1 when the pointer is not inside old_string."""
         return torch.where((self.pointer >= 0) & (self.pointer < self.new_at), self.pointer, -1)
+
+    def current_run(self) -> torch.Tensor:
+        """[B] copied_run where the pointer is inside old_string, else -1."""
+        return torch.where(self.current() >= 0, self.copied_run, -1)
 
 
 def advance_resume(state: ResumeState, token: torch.Tensor, t, seq: torch.Tensor, valid: torch.Tensor,
@@ -129,6 +144,7 @@ def advance_resume(state: ResumeState, token: torch.Tensor, t, seq: torch.Tensor
     copied = inside & (token == here)
     skipped = inside & ~copied & (state.pointer + 1 < state.new_at) & (token == after)
     pointer = torch.where(copied, state.pointer + 1, torch.where(skipped, state.pointer + 2, state.pointer))
+    copied_run = torch.where(copied | skipped, state.copied_run + 1, 0)
     is_old, is_end = token == old_id, torch.isin(token, torch.tensor(end_ids))
     last_old = torch.where(is_old, t, state.last_old)
     last_end = torch.where(is_end, t, state.last_end)
@@ -136,13 +152,17 @@ def advance_resume(state: ResumeState, token: torch.Tensor, t, seq: torch.Tensor
     starts = (token == new_id) & (last_old >= 0) & (last_end < last_old)
     pointer = torch.where(starts, last_old + 1, pointer)
     new_at = torch.where(starts, t, state.new_at)
-    for name, value in (("pointer", pointer), ("last_old", last_old), ("new_at", new_at), ("last_end", last_end)):
+    copied_run = torch.where(starts, 0, copied_run)
+    for name, value in (("pointer", pointer), ("last_old", last_old), ("new_at", new_at), ("last_end", last_end),
+                        ("copied_run", copied_run)):
         setattr(state, name, torch.where(valid, value, getattr(state, name)))
 
 
-def edit_resume_pointer(ids: torch.Tensor, old_id: int, new_id: int, end_ids: list[int]) -> torch.Tensor:
+def edit_resume_pointer(ids: torch.Tensor, old_id: int, new_id: int,
+                        end_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """For each position t of ids [B, T], the old_string position the copy pointer holds after reading
-    ids[:, : t + 1] (module doc), else -1. [B, T] long.
+    ids[:, : t + 1] (module doc), else -1; and the run of copied tokens up to t it has confirmed
+    (ResumeState.copied_run), -1 where the pointer is not active. Two [B, T] long tensors.
 
     Active from a call's `new` that follows its `old` with no end token (`;`, end of action or of
     observation) between them, until an end token, another `old` or `new`, or the pointer leaving
@@ -150,29 +170,40 @@ def edit_resume_pointer(ids: torch.Tensor, old_id: int, new_id: int, end_ids: li
     computed only over each new_string: a scan over all T positions cost the tools base build a minute."""
     B, T = ids.shape
     starts = (ids == new_id).nonzero().tolist()
-    out = torch.full((B, T), -1, dtype=torch.long)
+    pointers = torch.full((B, T), -1, dtype=torch.long)
+    runs = torch.full((B, T), -1, dtype=torch.long)
     if not starts:
-        return out
+        return pointers, runs
     rows, ends = ids.tolist(), set(end_ids)
-    at_b, at_t, value = [], [], []
+    at_b, at_t, value, run_value = [], [], [], []
     for b, new_at in starts:
         row, old_at = rows[b], new_at - 1
         while old_at >= 0 and row[old_at] != old_id and row[old_at] not in ends:
             old_at -= 1
         if old_at < 0 or row[old_at] != old_id:
             continue  # no `old` in this call
-        pointer, t = old_at + 1, new_at
+        pointer, run, t = old_at + 1, 0, new_at
         while pointer < new_at:
-            at_b.append(b), at_t.append(t), value.append(pointer)
+            at_b.append(b), at_t.append(t), value.append(pointer), run_value.append(run)
             t += 1
             if t >= T or row[t] in ends or row[t] in (old_id, new_id):
                 break  # another `new` starts its own pointer
             if row[t] == row[pointer]:
-                pointer += 1
+                pointer, run = pointer + 1, run + 1
             elif pointer + 1 < new_at and row[t] == row[pointer + 1]:
-                pointer += 2
-    out[torch.tensor(at_b, dtype=torch.long), torch.tensor(at_t, dtype=torch.long)] = torch.tensor(value, dtype=torch.long)
-    return out
+                pointer, run = pointer + 2, run + 1
+            else:
+                run = 0
+    index = (torch.tensor(at_b, dtype=torch.long), torch.tensor(at_t, dtype=torch.long))
+    pointers[index] = torch.tensor(value, dtype=torch.long)
+    runs[index] = torch.tensor(run_value, dtype=torch.long)
+    return pointers, runs
+
+
+def resume_match_limit(copied_run: torch.Tensor, ngram: int) -> torch.Tensor:
+    """How many of the last tokens the match features may read (copy_resume_cut): the confirmed copied
+    run, at least 1, where the pointer is active (copied_run >= 0); all ngram elsewhere."""
+    return torch.where(copied_run >= 0, copied_run.clamp(min=1, max=ngram), ngram)
 
 
 def soft_capped(scores: torch.Tensor, cap: float) -> torch.Tensor:
@@ -189,12 +220,17 @@ def shifted(ids: torch.Tensor, n: int, fill: int) -> torch.Tensor:
 
 class CopyHead(nn.Module):
     def __init__(self, d_model: int, copy_dim: int, ngram: int, softcap: float = 0.0, suffix_match: bool = False,
-                 edit_markers: tuple[int, int, list[int]] | None = None, align: bool = False, resume: bool = False):
+                 edit_markers: tuple[int, int, list[int]] | None = None, align: bool = False, resume: bool = False,
+                 resume_cut: bool = False):
         """edit_markers: (id of `old`, id of `new`, ids that end a call), read by the aligned-position
-        (align) and the copy-pointer (resume) features (module doc)."""
+        (align) and the copy-pointer (resume) features and by the pointer's cut of the match (resume_cut;
+        module doc)."""
         super().__init__()
         if (align or resume) and edit_markers is None:
             raise ValueError("the align and resume features need edit_markers")
+        if resume_cut and not resume:
+            raise ValueError("resume_cut reads the copy pointer: it needs resume")
+        self.resume_cut = resume_cut
         self.edit_markers = edit_markers
         self.align, self.resume = align, resume
         if align:
@@ -217,12 +253,14 @@ class CopyHead(nn.Module):
         scores = soft_capped(scores, self.softcap)  # [B, T, T]
         query_ids = torch.stack([shifted(ids, n - 1, -2) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
         candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
-        scores = scores + match_scores(query_ids, candidate_prev, self.match_weight, self.suffix_match)  # [B, T, T]
+        pointer, copied_run = edit_resume_pointer(ids, *self.edit_markers) if self.resume else (None, None)  # [B, T]
+        limit = resume_match_limit(copied_run, self.ngram) if self.resume_cut else None  # [B, T]
+        scores = scores + match_scores(query_ids, candidate_prev, self.match_weight, self.suffix_match,
+                                       limit)  # [B, T, T]
         if self.align:
             aligned = edit_alignment(ids, *self.edit_markers)  # [B, T]
             scores = scores + self.align_weight * (torch.arange(T)[None, None, :] == aligned[:, :, None])
         if self.resume:
-            pointer = edit_resume_pointer(ids, *self.edit_markers)  # [B, T]
             scores = scores + self.resume_weight * (torch.arange(T)[None, None, :] == pointer[:, :, None])
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         attention = scores.masked_fill(~causal, float("-inf")).softmax(-1)
@@ -241,8 +279,9 @@ class CopyHead(nn.Module):
         query_ids = torch.stack([torch.where(lengths - n >= 0, cache.ids[rows, (lengths - n).clamp(min=0)], -2)
                                  for n in range(1, self.ngram + 1)], -1)  # [B, N]
         candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, J, N]
+        limit = resume_match_limit(cache.resume.current_run(), self.ngram)[:, None] if self.resume_cut else None
         scores = scores + match_scores(query_ids[:, None, :], candidate_prev, self.match_weight,
-                                       self.suffix_match).squeeze(1)
+                                       self.suffix_match, limit).squeeze(1)
         if self.align:  # the full pass's feature at each row's last position
             aligned = edit_alignment(ids, *self.edit_markers)[rows, lengths.clamp(min=1) - 1]  # [B]
             scores = scores + self.align_weight * (torch.arange(used)[None, :] == aligned[:, None])
