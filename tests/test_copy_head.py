@@ -135,6 +135,22 @@ def test_suffix_match_by_hand():
     assert match_scores(query, candidates, weights, suffix=True).tolist() == [[3.0, 9.0, 0.0]]
 
 
+def test_a_match_limit_drops_the_longer_ngrams_in_both_modes():
+    """limit n lets only the last n query tokens take part: the same query and candidates as above,
+    asked three times (limits 1, 2, 3 as three query rows)."""
+    from bugfix_rl.policy.copy_head import match_scores
+
+    comma, zero, paren, level = 7, 8, 9, 10
+    query = torch.tensor([[comma, zero, paren]] * 3)  # [Q=3, N=3]
+    candidates = torch.tensor([[comma, level, paren], [comma, zero, paren], [level, zero, paren]])
+    weights = torch.tensor([3.0, 2.5, 3.5])
+    limit = torch.tensor([1, 2, 3])
+    assert match_scores(query, candidates, weights, limit=limit).tolist() == [
+        [3.0, 3.0, 0.0], [3.0, 5.5, 2.5], [6.5, 9.0, 6.0]]
+    assert match_scores(query, candidates, weights, suffix=True, limit=limit).tolist() == [
+        [3.0, 3.0, 0.0], [3.0, 5.5, 0.0], [3.0, 9.0, 0.0]]
+
+
 @pytest.mark.parametrize("suffix", [False, True])
 def test_cached_steps_equal_the_full_pass_with_either_match(suffix):
     model = _copy_agent()
@@ -542,11 +558,20 @@ def test_the_pointer_cut_keeps_a_match_from_reaching_back_past_a_replaced_token(
 
 
 def test_the_pointer_cut_cached_steps_equal_the_full_pass():
-    model = _edit_feature_agent(copy_edit_resume=True, copy_suffix_match=True, copy_resume_cut=True)
-    ids = _edit_ids()
-    ids[0, 9:12] = ids[0, 4:7]  # row 0 copies, so its run grows
-    ids[1, 10:12] = ids[1, 5:7]  # row 1 replaces old's first token, then copies
-    _assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]))
+    """Every position, fed one token at a time, against the full pass: a plain copy (row 0), the swap of
+    the hand test above followed by copies, runs up to 4 (row 1), an insertion (row 2). The cut must
+    change the prediction somewhere, or this would not test it."""
+    #                    0  1   2   3   4   5   6   7   8   9  10  11  12  13  14  15
+    ids = torch.tensor([[9, 5, 10, 11, 12, 13, 6, 10, 11, 12, 13, 4, 14, 15, 16, 17],
+                        [5, 20, 21, 22, 23, 21, 24, 6, 23, 21, 22, 23, 21, 24, 2, 9],
+                        [9, 5, 10, 11, 12, 13, 6, 10, 19, 11, 12, 2, 14, 15, 16, 17]])
+    cut = _edit_feature_agent(copy_edit_resume=True, copy_suffix_match=True, copy_resume_cut=True)
+    _assert_cached_steps_equal_full_pass(cut, ids, [[1, 1, 1]] * ids.shape[1])
+    uncut = _edit_feature_agent(copy_edit_resume=True, copy_suffix_match=True)
+    assert torch.equal(cut.copy.match_weight, uncut.copy.match_weight)  # the same weights; the cut has none
+    changed = (cut(ids) - uncut(ids)).abs().amax(-1) > 1e-4  # [B, T]
+    assert changed[1, 9]  # after the swap `23 21`: the 2-gram is cut
+    assert not changed[0].any()  # a plain copy: no match ever reaches back past a non-copy
 
 
 @pytest.mark.parametrize("copy_head", [False, True])
