@@ -23,6 +23,7 @@ CASES = [
     (["bench", "bench.repeats=0"], "bench.repeats=0 must be > 0", ""),
     (["sft", "cold_start.source=web"], "cold_start.source=web is not allowed", "oracle"),
     (["train", "policy.copy_resume_cut=true"], "policy.copy_resume_cut needs policy.copy_edit_resume=true", ""),
+    (["train", "policy.copy_resume_next=true"], "policy.copy_resume_next needs policy.copy_edit_resume=true", ""),
 ]
 
 

@@ -314,6 +314,8 @@ def test_every_architecture_switch_and_the_kernels_change_the_base_key(monkeypat
     keys.append(key())
     cfg.policy.copy_resume_cut = True
     keys.append(key())
+    cfg.policy.copy_resume_next = True
+    keys.append(key())
     monkeypatch.setattr(rl_base, "kernel_signature", lambda: "aten=AVX512 mkl_cbwr=auto onednn=auto")
     keys.append(key())
     assert len(set(keys)) == len(keys), keys
@@ -572,6 +574,38 @@ def test_the_pointer_cut_cached_steps_equal_the_full_pass():
     changed = (cut(ids) - uncut(ids)).abs().amax(-1) > 1e-4  # [B, T]
     assert changed[1, 9]  # after the swap `23 21`: the 2-gram is cut
     assert not changed[0].any()  # a plain copy: no match ever reaches back past a non-copy
+
+
+def test_the_next_feature_points_past_a_replaced_token_only():
+    """By hand: OLD=5, NEW=6; old `20 21 22`. After `new` (nothing replaced yet), after a copy, and after
+    an insertion that is followed by a copy, no target; right after a token that is not the pointed one,
+    the token after the pointed one."""
+    from bugfix_rl.policy.copy_head import edit_resume_pointer, resume_next_target
+
+    #                    0   1   2   3  4   5   6   7   8
+    ids = torch.tensor([[5, 20, 21, 22, 6, 20, 30, 22, 2]])  # new `20 30 22`: 30 replaces 21
+    pointers, runs = edit_resume_pointer(ids, 5, 6, [2])
+    # t=4 `new`: pointer 1, none; t=5 copied 20: pointer 2, none; t=6 30 (not 21): pointer still 2,
+    # target 3 (`22`); t=7 22 is the token after the pointed one: pointer leaves old_string
+    assert resume_next_target(ids, pointers, runs, torch.arange(9)[None], 6).tolist() == [[-1] * 6 + [3, -1, -1]]
+    # with the next weight alone deciding, the copy after the replaced token is `22`
+    model = _edit_feature_agent(copy_edit_resume=True, copy_suffix_match=True, copy_resume_next=True)
+    _only_feature(model, model.copy.next_weight)
+    with torch.no_grad():
+        model.copy.resume_weight.zero_()
+    assert model(ids)[0, 6].argmax().item() == 22
+
+
+def test_the_next_feature_cached_steps_equal_the_full_pass():
+    """As the cut's test: one token at a time over a copy, a swap and an insertion, with both switches."""
+    ids = torch.tensor([[9, 5, 10, 11, 12, 13, 6, 10, 11, 12, 13, 4, 14, 15, 16, 17],
+                        [5, 20, 21, 22, 23, 21, 24, 6, 23, 21, 22, 23, 21, 24, 2, 9],
+                        [9, 5, 10, 11, 12, 13, 6, 10, 19, 11, 12, 2, 14, 15, 16, 17]])
+    model = _edit_feature_agent(copy_edit_resume=True, copy_suffix_match=True, copy_resume_cut=True,
+                                copy_resume_next=True)
+    with torch.no_grad():
+        model.copy.next_weight.fill_(2.0)  # it starts at 0: a feature with no weight would test nothing
+    _assert_cached_steps_equal_full_pass(model, ids, [[1, 1, 1]] * ids.shape[1])
 
 
 @pytest.mark.parametrize("copy_head", [False, True])

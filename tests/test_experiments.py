@@ -26,9 +26,10 @@ def _one_step(tmp_path: Path, *overrides: str) -> Path:
     return run
 
 
-# Tensors whose gradient needs an event a one-step smoke run may not have: the copy pointer's weight acts
-# only inside an Edit's new_string, and the tiny base of the tools smoke run seldom writes a whole Edit.
-EVENT_ONLY = {"model.copy.resume_weight"}
+# Tensors whose gradient needs an event a one-step smoke run may not have: the copy pointer's weights act
+# only inside an Edit's new_string (the next-token one only after a replaced token), and the tiny base of
+# the tools smoke run seldom writes a whole Edit.
+EVENT_ONLY = {"model.copy.resume_weight", "model.copy.next_weight"}
 
 
 def _changed(run: Path) -> bool:

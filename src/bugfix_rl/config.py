@@ -128,6 +128,7 @@ class PolicyConfig:
     copy_suffix_match: bool = False  # tiny: copy match features count only an unbroken run of the last n tokens
     copy_edit_align: bool = False  # tiny: copy feature for the old_string token aligned with the new_string one
     copy_edit_resume: bool = False  # tiny: copy feature for the old_string token a copy pointer says comes next
+    copy_resume_next: bool = False  # tiny: copy feature for the old_string token after the pointed one, after a replacement
     copy_resume_cut: bool = False  # tiny: while that pointer is active, match features read only tokens it saw copied
     shared_identifier_embedding: bool = False  # tiny: operand names enter through one shared embedding
     model: Optional[str] = None  # qwen3: local directory or cached hub id
@@ -453,8 +454,9 @@ def validate(cfg) -> None:
     for switch in ("copy_edit_align", "copy_edit_resume"):
         if getattr(cfg.policy, switch) and not (cfg.policy.copy_head and cfg.env.name == "tools"):
             raise ConfigError(f"policy.{switch} needs policy.copy_head=true and env=tools (it reads Edit's old/new)")
-    if cfg.policy.copy_resume_cut and not cfg.policy.copy_edit_resume:
-        raise ConfigError("policy.copy_resume_cut needs policy.copy_edit_resume=true (it reads the copy pointer)")
+    for switch in ("copy_resume_cut", "copy_resume_next"):
+        if getattr(cfg.policy, switch) and not cfg.policy.copy_edit_resume:
+            raise ConfigError(f"policy.{switch} needs policy.copy_edit_resume=true (it reads the copy pointer)")
     algo = cfg.algo
     if algo.group_size < 2:
         raise ConfigError(f"algo.group_size={algo.group_size} must be >= 2 (group advantages need a group)")

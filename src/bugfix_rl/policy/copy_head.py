@@ -36,6 +36,12 @@ token itself): after a swap (`max (` written for `min (`), the 2-gram `max (` ma
 the Read output and old_string, as much as the pointer and the 1-gram `(` point at `0`, and seed 1's
 agent gave `0` probability 0.05 there. `max` was not copied, so only the 1-gram `(` counts.
 
+With `copy_resume_next`, one more feature, w_next [j = pointer(t) + 1], where the last token was written in
+place of the pointed one (neither a copy nor `new`): the pointer moves only once the token after a
+replacement is copied, so right after `>=` is written for `>` it still points at `>` while `cutoff`
+comes next. After an insertion the pointed token comes next, after a replacement the one after it;
+the two learned weights (w_next starts at 0) and the learned score tell them apart.
+
 Every consumer works on log P (the sampler samples from it, the trainer recomputes it, ratios, KL and
 entropy use it), so token-in/token-out stays exact (../shared/notes/copy-head.md).
 """
@@ -200,6 +206,21 @@ def edit_resume_pointer(ids: torch.Tensor, old_id: int, new_id: int,
     return pointers, runs
 
 
+def resume_next_target(ids: torch.Tensor, pointer: torch.Tensor, copied_run: torch.Tensor, last: torch.Tensor,
+                       new_id: int) -> torch.Tensor:
+    """copy_resume_next: the old_string position after the pointed one, where the last token (ids at
+    `last`) was written in place of the pointed one (a replacement: not a copy, not `new`), else -1.
+
+    ids [B, J]; pointer, copied_run, last: [B, ...] (the same shape). The pointer moves only once the
+    token after a replacement is copied, so right after `>=` is written for `>` it still points at `>`,
+    while `cutoff` comes next."""
+    J = ids.shape[-1]
+    after = (pointer + 1).clamp(0, J - 1)
+    rows = torch.arange(ids.shape[0]).view(-1, *([1] * (pointer.dim() - 1))).expand_as(pointer)
+    replaced = (pointer >= 0) & (copied_run == 0) & (ids[rows, last.clamp(0, J - 1)] != new_id)
+    return torch.where(replaced & (ids[rows, after] != new_id) & (pointer + 1 < J), pointer + 1, -1)
+
+
 def resume_match_limit(copied_run: torch.Tensor, ngram: int) -> torch.Tensor:
     """How many of the last tokens the match features may read (copy_resume_cut): the confirmed copied
     run, at least 1, where the pointer is active (copied_run >= 0); all ngram elsewhere."""
@@ -221,7 +242,7 @@ def shifted(ids: torch.Tensor, n: int, fill: int) -> torch.Tensor:
 class CopyHead(nn.Module):
     def __init__(self, d_model: int, copy_dim: int, ngram: int, softcap: float = 0.0, suffix_match: bool = False,
                  edit_markers: tuple[int, int, list[int]] | None = None, align: bool = False, resume: bool = False,
-                 resume_cut: bool = False):
+                 resume_cut: bool = False, resume_next: bool = False):
         """edit_markers: (id of `old`, id of `new`, ids that end a call), read by the aligned-position
         (align) and the copy-pointer (resume) features and by the pointer's cut of the match (resume_cut;
         module doc)."""
@@ -231,6 +252,11 @@ class CopyHead(nn.Module):
         if resume_cut and not resume:
             raise ValueError("resume_cut reads the copy pointer: it needs resume")
         self.resume_cut = resume_cut
+        if resume_next and not resume:
+            raise ValueError("resume_next reads the copy pointer: it needs resume")
+        self.resume_next = resume_next
+        if resume_next:
+            self.next_weight = nn.Parameter(torch.tensor(0.0))
         self.edit_markers = edit_markers
         self.align, self.resume = align, resume
         if align:
@@ -262,6 +288,9 @@ class CopyHead(nn.Module):
             scores = scores + self.align_weight * (torch.arange(T)[None, None, :] == aligned[:, :, None])
         if self.resume:
             scores = scores + self.resume_weight * (torch.arange(T)[None, None, :] == pointer[:, :, None])
+        if self.resume_next:
+            after = resume_next_target(ids, pointer, copied_run, torch.arange(T).expand(B, T), self.edit_markers[1])
+            scores = scores + self.next_weight * (torch.arange(T)[None, None, :] == after[:, :, None])
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         attention = scores.masked_fill(~causal, float("-inf")).softmax(-1)
         return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
@@ -288,6 +317,10 @@ class CopyHead(nn.Module):
         if self.resume:  # the scan state the cache advanced over every fed token (TinyAgent.forward_step)
             pointer = cache.resume.current()  # [B]
             scores = scores + self.resume_weight * (torch.arange(used)[None, :] == pointer[:, None])
+        if self.resume_next:
+            after = resume_next_target(ids, pointer, cache.resume.current_run(), lengths.clamp(min=1) - 1,
+                                       self.edit_markers[1])  # [B]
+            scores = scores + self.next_weight * (torch.arange(used)[None, :] == after[:, None])
         visible = torch.arange(used)[None, :] < lengths.clamp(min=1)[:, None]
         attention = scores.masked_fill(~visible, float("-inf")).softmax(-1)
         return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention, ids.clamp(min=0))

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from bugfix_rl.progress import PhaseProgress
 
 COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "copy_softcap", "copy_suffix_match", "copy_edit_align",
-               "copy_edit_resume", "copy_resume_cut", "shared_identifier_embedding")
+               "copy_edit_resume", "copy_resume_cut", "copy_resume_next", "shared_identifier_embedding")
 
 
 def _nothing(*_) -> None:

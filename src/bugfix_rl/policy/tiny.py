@@ -44,6 +44,7 @@ class TinyAgentConfig:
     copy_edit_align: bool = PolicyConfig.copy_edit_align
     copy_edit_resume: bool = PolicyConfig.copy_edit_resume
     copy_resume_cut: bool = PolicyConfig.copy_resume_cut
+    copy_resume_next: bool = PolicyConfig.copy_resume_next
     shared_identifier_embedding: bool = PolicyConfig.shared_identifier_embedding
 
 
@@ -112,7 +113,7 @@ class TinyAgent(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.copy = (CopyHead(cfg.d_model, cfg.copy_dim, cfg.copy_ngram, cfg.copy_softcap, cfg.copy_suffix_match,
                               edit_markers, align=cfg.copy_edit_align, resume=cfg.copy_edit_resume,
-                              resume_cut=cfg.copy_resume_cut)
+                              resume_cut=cfg.copy_resume_cut, resume_next=cfg.copy_resume_next)
                      if cfg.copy_head else None)
         if cfg.shared_identifier_embedding:
             if not identifier_ids:
