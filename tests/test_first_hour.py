@@ -152,6 +152,59 @@ def test_the_rl_base_is_the_same_with_a_progress_bar_and_is_built_once(tmp_path,
         assert all(torch.equal(a, b) for a, b in zip(with_bars.state_dict().values(), model.state_dict().values()))
 
 
+WAITING_BUILDER = """
+import sys, hashlib
+import bugfix_rl
+import torch
+from bugfix_rl.config import TrainConfig
+from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.policy.rl_base import make_rl_base
+from bugfix_rl.policy.tokenizer import build_tokenizer
+policy = TrainConfig().policy
+policy.cache_dir, policy.base.episodes, policy.base.steps = sys.argv[1], 16, 5
+model = make_rl_base(build_tokenizer(make_tasks("all")), policy)
+print(hashlib.sha256(b"".join(t.numpy().tobytes() for t in model.state_dict().values())).hexdigest())
+"""
+
+
+def test_a_second_process_waits_for_the_base_another_is_building_and_loads_it(tmp_path):
+    """Two jobs of a sweep (or two test workers) that need the same uncached base: the second waits on
+    the first one's lock and loads what it saved, instead of building the same weights beside it. Here
+    this test holds the lock, as a builder would, and puts the base in place before releasing it."""
+    import fcntl
+    import hashlib
+    import select
+
+    import torch
+
+    from bugfix_rl.gym.tasks import make_tasks
+    from bugfix_rl.policy.rl_base import make_rl_base
+    from bugfix_rl.policy.tokenizer import build_tokenizer
+
+    torch.set_num_threads(1)
+    built = make_rl_base(build_tokenizer(make_tasks("all")), _tiny_recipe_policy(tmp_path / "built"))
+    saved = next((tmp_path / "built").glob("rl_base-*.safetensors"))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    with open(shared / (saved.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        waiter = subprocess.Popen([sys.executable, "-c", WAITING_BUILDER, str(shared)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            ready, _, _ = select.select([waiter.stderr], [], [], 120)
+            assert ready, "the second process said nothing while the lock was held"
+            assert waiter.stderr.readline().strip() == f"waiting for another process that is building {saved.name}"
+            shutil.copyfile(saved, shared / (saved.name + ".part"))
+            os.replace(shared / (saved.name + ".part"), shared / saved.name)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        out, err = waiter.communicate(timeout=120)
+    assert waiter.returncode == 0, err
+    assert "building the" not in err  # it loaded the base, it did not build one
+    expected = hashlib.sha256(b"".join(t.numpy().tobytes() for t in built.state_dict().values())).hexdigest()
+    assert out.strip() == expected
+
+
 def test_the_tools_rl_base_is_the_same_with_a_progress_bar():
     import torch
 

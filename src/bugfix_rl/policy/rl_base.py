@@ -10,7 +10,9 @@ vocabulary, so every run (and every seed of a sweep) starts from the same weight
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
+import fcntl
 import functools
 import hashlib
 import json
@@ -146,6 +148,42 @@ def recipe_key(recipe, arch: TinyAgentConfig, tokenizer: Tokenizer, env_fields: 
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def _load_cached(path: Path, model: TinyAgent) -> bool:
+    """Load the cached base at `path` into model; False when there is none or it is damaged (rebuilt)."""
+    if not path.is_file():
+        return False
+    try:
+        tensors, _ = load_checkpoint(path)
+        load_model_state(model, tensors, path)
+        return True
+    except CheckpointError:
+        return False
+
+
+@contextlib.contextmanager
+def _one_builder(path: Path, say: Callable[[str], None]):
+    """Hold an exclusive lock on `<path>.lock` while a base is built: a second process that needs the
+    same base (another job of a sweep, another test worker) waits for it and loads it, instead of
+    building the same weights beside it at half the speed. Where the cache directory cannot hold a
+    lock file, build without one."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.with_name(path.name + ".lock"), "w")
+    except OSError:
+        yield
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for another process that is building {path.name}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=None,
                  progress: PhaseProgress | None = None) -> TinyAgent:
     """Load the cached RL base of env_cfg's env (default: the edit menu) or build it by its recipe
@@ -160,17 +198,27 @@ def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=N
         env_fields = {k: getattr(env_cfg, k) for k in ("max_turns", "max_calls_per_turn", "rename")}
     path = cache_root(policy_cfg) / f"{prefix}-{recipe_key(recipe, arch, tokenizer, env_fields)}.safetensors"
     model = new_tiny_agent(tokenizer, arch)
-    if cache and path.is_file():
-        try:
-            tensors, _ = load_checkpoint(path)
-            load_model_state(model, tensors, path)
-            return model
-        except CheckpointError:
-            pass  # a damaged cache entry is rebuilt below
+    if cache and _load_cached(path, model):
+        return model
     if progress is None:
         from bugfix_rl.progress import PhaseProgress
 
         progress = PhaseProgress(bars=False)
+    if not cache:
+        return _build(tokenizer, recipe, arch, env_name, env_cfg, make_demos, None, progress)
+    say = ((lambda line: progress.console.print(line, soft_wrap=True, markup=False, highlight=False))
+           if progress.lines else _nothing)
+    with _one_builder(path, say):
+        if _load_cached(path, model):  # built by the process this one waited for
+            return model
+        return _build(tokenizer, recipe, arch, env_name, env_cfg, make_demos, path, progress)
+
+
+def _build(tokenizer: Tokenizer, recipe, arch: TinyAgentConfig, env_name: str, env_cfg, make_demos,
+           path: Path | None, progress: PhaseProgress) -> TinyAgent:
+    """Build a base by its recipe (deterministic for a given thread count) and save it at `path`
+    (None: not cached)."""
+    cache = path is not None
     where = f"cached at {path}, so later runs load it" if cache else "not cached"
     announcement = (f"building the {env_name} RL base, the starting policy of policy.init=rl_base "
                     f"({recipe.episodes} scripted episodes, {recipe.steps} behaviour-cloning steps; {where})")
