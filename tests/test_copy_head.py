@@ -606,6 +606,9 @@ def test_the_next_feature_cached_steps_equal_the_full_pass():
     with torch.no_grad():
         model.copy.next_weight.fill_(2.0)  # it starts at 0: a feature with no weight would test nothing
     _assert_cached_steps_equal_full_pass(model, ids, [[1, 1, 1]] * ids.shape[1])
+    # ragged feeds as in sampling (an observation of several tokens beside single tokens, a row that
+    # feeds nothing), so the scan state advances over multi-token feeds and padded slots
+    _assert_cached_steps_equal_full_pass(model, ids, ([7, 1, 8], [1, 7, 0], [3, 0, 1], [5, 8, 7]))
 
 
 @pytest.mark.parametrize("copy_head", [False, True])
