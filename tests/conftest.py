@@ -16,6 +16,44 @@ from bugfix_rl.policy.tokenizer import build_tokenizer
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # local Ray clusters on 127.0.0.1 (read at import)
 
 
+PREBUILD = """
+import bugfix_rl
+import torch
+from bugfix_rl.config import TrainConfig
+from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.policy.rl_base import make_rl_base
+from bugfix_rl.policy.tokenizer import build_tokenizer
+torch.set_num_threads(1)
+make_rl_base(build_tokenizer(make_tasks("all")), TrainConfig().policy)
+"""
+
+
+def pytest_configure(config):
+    """With xdist workers and no cached edit-menu RL base, build it in a background process from the
+    start: the workers run the tests that do not need it meanwhile, and the first that needs it waits
+    on the build's lock (rl_base._one_builder) and loads it, instead of one worker building it while the
+    other waits idle."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return  # an xdist worker, or a run without workers: the fixture builds it when needed
+    from bugfix_rl.policy.rl_base import base_path
+
+    if base_path(build_tokenizer(make_tasks("all")), TrainConfig().policy).is_file():
+        return
+    import subprocess
+    import sys
+
+    config._rl_base_prebuild = subprocess.Popen([sys.executable, "-c", PREBUILD], stdout=subprocess.DEVNULL)
+
+
+def pytest_unconfigure(config):
+    """A run that never needed the base does not wait for it: the build stops with the session (its lock
+    goes with the process, and a checkpoint is written atomically, so no half-written base lands)."""
+    prebuild = getattr(config, "_rl_base_prebuild", None)
+    if prebuild is not None and prebuild.poll() is None:
+        prebuild.terminate()
+        prebuild.wait()
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     return build_tokenizer(make_tasks("all"))

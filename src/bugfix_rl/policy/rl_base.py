@@ -184,6 +184,18 @@ def _one_builder(path: Path, say: Callable[[str], None]):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def base_path(tokenizer: Tokenizer, policy_cfg, env_cfg=None) -> Path:
+    """Where the RL base of env_cfg's env (default: the edit menu) is cached: its recipe key's file."""
+    env_name = env_cfg.name if env_cfg is not None else "edit_menu"
+    recipe = getattr(policy_cfg, BASE_RECIPES[env_name][0])
+    prefix, env_fields = "rl_base", None
+    if env_name != "edit_menu":  # its demonstrations run in the run's env settings
+        prefix = f"rl_base_{env_name}"
+        env_fields = {k: getattr(env_cfg, k) for k in ("max_turns", "max_calls_per_turn", "rename")}
+    key = recipe_key(recipe, architecture(policy_cfg), tokenizer, env_fields)
+    return cache_root(policy_cfg) / f"{prefix}-{key}.safetensors"
+
+
 def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=None,
                  progress: PhaseProgress | None = None) -> TinyAgent:
     """Load the cached RL base of env_cfg's env (default: the edit menu) or build it by its recipe
@@ -192,11 +204,7 @@ def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=N
     env_name = env_cfg.name if env_cfg is not None else "edit_menu"
     recipe_field, make_demos = BASE_RECIPES[env_name]
     recipe, arch = getattr(policy_cfg, recipe_field), architecture(policy_cfg)
-    prefix, env_fields = "rl_base", None
-    if env_name != "edit_menu":  # its demonstrations run in the run's env settings
-        prefix = f"rl_base_{env_name}"
-        env_fields = {k: getattr(env_cfg, k) for k in ("max_turns", "max_calls_per_turn", "rename")}
-    path = cache_root(policy_cfg) / f"{prefix}-{recipe_key(recipe, arch, tokenizer, env_fields)}.safetensors"
+    path = base_path(tokenizer, policy_cfg, env_cfg)
     model = new_tiny_agent(tokenizer, arch)
     if cache and _load_cached(path, model):
         return model
