@@ -308,18 +308,18 @@ class CopyHead(nn.Module):
         query_ids = torch.stack([torch.where(lengths - n >= 0, cache.ids[rows, (lengths - n).clamp(min=0)], -2)
                                  for n in range(1, self.ngram + 1)], -1)  # [B, N]
         candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, J, N]
-        limit = resume_match_limit(cache.resume.current_run(), self.ngram)[:, None] if self.resume_cut else None
+        # the scan state the cache advanced over every fed token (TinyAgent.forward_step), as in mixture_full
+        pointer, copied_run = (cache.resume.current(), cache.resume.current_run()) if self.resume else (None, None)
+        limit = resume_match_limit(copied_run, self.ngram)[:, None] if self.resume_cut else None  # [B, 1]
         scores = scores + match_scores(query_ids[:, None, :], candidate_prev, self.match_weight,
                                        self.suffix_match, limit).squeeze(1)
         if self.align:  # the full pass's feature at each row's last position
             aligned = edit_alignment(ids, *self.edit_markers)[rows, lengths.clamp(min=1) - 1]  # [B]
             scores = scores + self.align_weight * (torch.arange(used)[None, :] == aligned[:, None])
-        if self.resume:  # the scan state the cache advanced over every fed token (TinyAgent.forward_step)
-            pointer = cache.resume.current()  # [B]
+        if self.resume:
             scores = scores + self.resume_weight * (torch.arange(used)[None, :] == pointer[:, None])
         if self.resume_next:
-            after = resume_next_target(ids, pointer, cache.resume.current_run(), lengths.clamp(min=1) - 1,
-                                       self.edit_markers[1])  # [B]
+            after = resume_next_target(ids, pointer, copied_run, lengths.clamp(min=1) - 1, self.edit_markers[1])  # [B]
             scores = scores + self.next_weight * (torch.arange(used)[None, :] == after[:, None])
         visible = torch.arange(used)[None, :] < lengths.clamp(min=1)[:, None]
         attention = scores.masked_fill(~visible, float("-inf")).softmax(-1)
