@@ -205,6 +205,26 @@ def test_a_second_process_waits_for_the_base_another_is_building_and_loads_it(tm
     assert out.strip() == expected
 
 
+def test_a_file_system_without_locks_still_builds_the_base(tmp_path, monkeypatch):
+    """flock fails with ENOLCK on some network mounts: the base is built without the lock, no traceback."""
+    import errno
+    import fcntl
+
+    import torch
+
+    from bugfix_rl.gym.tasks import make_tasks
+    from bugfix_rl.policy import rl_base
+    from bugfix_rl.policy.tokenizer import build_tokenizer
+
+    def no_locks(handle, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    torch.set_num_threads(1)
+    rl_base.make_rl_base(build_tokenizer(make_tasks("all")), _tiny_recipe_policy(tmp_path / "cache"))
+    assert len(list((tmp_path / "cache").glob("rl_base-*.safetensors"))) == 1
+
+
 def test_the_tools_rl_base_is_the_same_with_a_progress_bar():
     import torch
 

@@ -165,7 +165,7 @@ def _one_builder(path: Path, say: Callable[[str], None]):
     """Hold an exclusive lock on `<path>.lock` while a base is built: a second process that needs the
     same base (another job of a sweep, another test worker) waits for it and loads it, instead of
     building the same weights beside it at half the speed. Where the cache directory cannot hold a
-    lock file, build without one."""
+    lock file, or its file system has no locks (some network mounts), build without one."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(path.with_name(path.name + ".lock"), "w")
@@ -173,15 +173,19 @@ def _one_builder(path: Path, say: Callable[[str], None]):
         yield
         return
     with handle:
+        locked = True
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             say(f"waiting for another process that is building {path.name}")
             fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError:
+            locked = False
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            if locked:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def base_path(tokenizer: Tokenizer, policy_cfg, env_cfg=None) -> Path:
