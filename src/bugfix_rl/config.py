@@ -63,11 +63,13 @@ class BaseRecipeConfig:
     """
 
     seed: int = 1234
-    threads: int = 1  # built with a fixed thread count, so every run and sweep starts from the same weights
+    threads: int = 2  # built with a fixed thread count, so every run and sweep starts from the same weights
     episodes: int = 2048  # scripted episodes on renamed training tasks
-    steps: int = 600  # behaviour-cloning steps
+    steps: int = 450  # behaviour-cloning steps (600 until the rows were packed: docs/PERFORMANCE.md)
     batch_size: int = 64
     lr: float = 3e-3
+    length_buckets: bool = False  # random minibatches (packing removes their padding instead)
+    pack_rows: int = 160  # each minibatch's demos packed into rows of this many tokens (0: one padded row each)
     p_read: float = 0.12
     p_right_after_read: float = 0.8
     p_test: float = 0.35
@@ -95,6 +97,7 @@ class ToolsBaseRecipeConfig:
     batch_size: int = 32
     lr: float = 3e-3
     length_buckets: bool = True  # minibatches of demos of similar length (episodes vary 2-3x)
+    pack_rows: int = 0  # no packing: the copy head reads each episode as one whole sequence
     p_read: float = 0.3
     p_read_after_fail: float = 0.3
     p_right_after_read: float = 0.6

@@ -84,9 +84,12 @@ class Block(nn.Module):
         x = x + self.proj(attn.transpose(1, 2).reshape(B, T, H * hd))
         return x + self.mlp(self.ln2(x))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x [B, T, C]; attn_mask [B, 1, T, T] bool (True: may attend), None: causal."""
         q, k, v = self._heads(x)
-        return self._finish(x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        if attn_mask is None:
+            return self._finish(x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        return self._finish(x, F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask))
 
     def forward_cached(self, x, keys, values, write_index, mask, used: int) -> torch.Tensor:
         """x [B, q, C]; write_index [B, H, q, hd] cache slots; mask [B, 1, q, used] float."""
@@ -146,14 +149,27 @@ class TinyAgent(nn.Module):
             x = torch.where(self.is_identifier[ids][..., None], self.identifier_embedding, x)
         return x
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor | None = None,
+                segments: torch.Tensor | None = None) -> torch.Tensor:
         """ids [B, T] right-padded -> logits [B, T, V] (padding never leaks backwards: causal).
 
-        With a copy head: the mixture's log-probs [B, T, V] (a valid input to log_softmax)."""
+        Packed rows (several sequences laid end to end, algo/sft.py): positions [B, T] each token's
+        position in its own sequence and segments [B, T] which sequence it belongs to; a token attends
+        only to earlier tokens of its own segment, so each sequence gets the logits it gets alone.
+        With a copy head: the mixture's log-probs [B, T, V] (a valid input to log_softmax); it reads
+        whole sequences, so it takes no packed rows."""
         T = ids.shape[1]
-        x = self._embed(ids) + self.position_embedding(torch.arange(T))
+        if positions is None:
+            positions = torch.arange(T)
+        attn_mask = None
+        if segments is not None:
+            if self.copy is not None:
+                raise ValueError("a TinyAgent with a copy head takes whole sequences, not packed rows")
+            causal = torch.ones(T, T, dtype=torch.bool).tril()
+            attn_mask = ((segments[:, :, None] == segments[:, None, :]) & causal)[:, None]  # [B, 1, T, T]
+        x = self._embed(ids) + self.position_embedding(positions)
         for block in self.blocks:
-            x = block(x)
+            x = block(x, attn_mask)
         if self.copy is None:
             return self._logits(x)
         hidden = self.ln_f(x)
