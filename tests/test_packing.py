@@ -33,8 +33,9 @@ def test_first_fit_decreasing_by_hand():
     demos = _demos()
     packed = pack(demos, 48)
     assert packed.ids.shape == (3, 48)
-    assert [sorted(set(row.tolist()) - {-1}) for row in packed.segments] == [[0, 1, 2], [0, 1], [0, 1]]
-    lengths = [[int((row == s).sum()) for s in range(3) if (row == s).any()] for row in packed.segments]
+    # segment = the demo's index in the minibatch, in row order (LENGTHS: 5, 17, 3, 40, 22, 9, 31)
+    assert [[s for s in dict.fromkeys(row.tolist()) if s >= 0] for row in packed.segments] == [[3, 0, 2], [6, 1], [4, 5]]
+    lengths = [[int((row == s).sum()) for s in dict.fromkeys(row.tolist()) if s >= 0] for row in packed.segments]
     assert lengths == [[40, 5, 3], [31, 17], [22, 9]]
     assert (packed.segments[2, 31:] == -1).all() and (packed.mask[2, 31:] == 0).all()
     # positions restart at 0 in every demo; a demo's last token has no target
@@ -94,3 +95,52 @@ def test_a_copy_head_takes_no_packed_rows():
     packed = pack(_demos(), 48)
     with pytest.raises(ValueError, match="copy head"):
         model(packed.ids, positions=packed.positions, segments=packed.segments)
+
+
+def test_the_updates_packed_log_probs_and_gradients_equal_the_padded_ones():
+    """token_logprobs with lengths (the policy update's path for a model that takes packed rows):
+    the same log-probs, entropies and gradients as one padded row per episode, on every real position."""
+    from bugfix_rl.algo.update import token_logprobs
+
+    demos = _demos()
+    batch = collate(demos)
+    model = _model()
+    assert model.takes_packed_rows and not _model(copy_head=True).takes_packed_rows
+    assert batch.lengths().tolist() == list(LENGTHS)
+    results = []
+    for lengths in (None, batch.lengths()):
+        model.zero_grad()
+        out = token_logprobs(model, batch.ids, 0.7, with_entropy_grad=True, mask=batch.mask, lengths=lengths)
+        ((out.logp - 0.1 * out.entropy) * batch.mask).sum().backward()
+        results.append((out, [p.grad.clone() for p in model.parameters()]))
+    (padded, padded_grads), (packed, packed_grads) = results
+    real = torch.arange(batch.ids.shape[1] - 1)[None, :] < (batch.lengths() - 1)[:, None]  # [B, T-1]
+    torch.testing.assert_close(packed.logp[real], padded.logp[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(packed.entropy[real], padded.entropy[real], atol=1e-5, rtol=1e-5)
+    for grad, want in zip(packed_grads, padded_grads):
+        torch.testing.assert_close(grad, want, atol=1e-5, rtol=1e-4)
+
+
+def test_an_update_on_packed_rows_moves_the_parameters_as_the_padded_one():
+    """algo.pack_rows: policy_update's forward on packed rows gives the padded update's step, up to float
+    summation order (two minibatches, so the second one's forward runs on moved parameters; plain SGD,
+    since Adam's first step turns any rounding in a near-zero gradient into a full-size step)."""
+    import dataclasses
+
+    from bugfix_rl.algo.update import policy_update, token_logprobs
+    from bugfix_rl.config import AlgoConfig
+
+    demos = _demos(LENGTHS * 2, seed=2)
+    batch = collate(demos)
+    with torch.no_grad():
+        batch.old_logp = token_logprobs(_model(), batch.ids, 1.0).logp * batch.mask
+    batch.advantages = torch.linspace(-1.0, 1.0, len(demos))
+    moved = []
+    for pack_rows in (False, True):
+        model = _model()
+        algo = AlgoConfig(pack_rows=pack_rows, minibatches=2, entropy_coef=0.01, kl_coef=0.0)
+        policy_update(model, torch.optim.SGD(model.parameters(), lr=0.5), dataclasses.replace(batch), algo,
+                      torch.Generator().manual_seed(0))
+        moved.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert not torch.equal(moved[0], torch.cat([p.detach().flatten() for p in _model().parameters()]))
+    torch.testing.assert_close(moved[1], moved[0], atol=1e-6, rtol=1e-5)

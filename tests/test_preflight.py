@@ -79,6 +79,11 @@ def test_clean_first_batch_passes_all_nine(first):
     assert failures(first) == set()
 
 
+def test_clean_first_batch_passes_all_nine_with_packed_rows(first):
+    """algo.pack_rows: every check runs the update's own (packed) forward and still passes."""
+    assert failures(first, algo=dataclasses.replace(first.cfg.algo, pack_rows=True)) == set()
+
+
 def test_action_mask_shifted_by_one(first):
     broken = copy.deepcopy(first.batch)
     broken.mask = torch.roll(broken.mask, shifts=1, dims=1)  # aligned with ids[:, :-1] instead of ids[:, 1:]

@@ -171,6 +171,10 @@ class AlgoConfig:
     epochs: int = 1
     minibatches: int = 2
     micro_batch_size: int = 0  # rows per gradient-accumulation micro-batch; 0 = whole minibatch
+    # the trainer's forward on the episodes packed end to end (a model that takes_packed_rows: TinyAgent
+    # without a copy head): the same values up to float summation order, about 15% less update time
+    # (docs/PERFORMANCE.md); off until the README's numbers are regenerated with it
+    pack_rows: bool = False
     max_grad_norm: float = 1.0
     max_nonfinite_skips: int = 3  # optimizer steps in a row skipped for a NaN/inf gradient norm before the run stops
     task_filter: bool = False  # drop tasks whose recent pass rate is 0 or 1 from the step's draw

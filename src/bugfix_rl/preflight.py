@@ -27,7 +27,7 @@ import torch
 
 from bugfix_rl.algo.advantage_stage import advantage_stage
 from bugfix_rl.algo.objective import AGGREGATIONS, KL_ESTIMATORS
-from bugfix_rl.algo.update import policy_update, token_logprobs
+from bugfix_rl.algo.update import batch_logprobs, policy_update
 from bugfix_rl.rollout.trajectory import Batch, Trajectory, collate
 
 BOUNDS = {
@@ -152,13 +152,13 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     checks["mask = policy tokens"] = _verdict("mask = policy tokens", mismatches)
     # 2-3. the trainer reproduces the sampler's log-probs; the ratio is 1 before any update
     with torch.no_grad():
-        logp = token_logprobs(model, batch.ids, algo.temperature, mask=batch.mask).logp
+        logp = batch_logprobs(model, batch, algo).logp
     on_mask = batch.mask > 0
     gap = float((logp - batch.old_logp).abs()[on_mask].max())
     if other_temperature is not None:  # a sampler or trainer that ignores the temperature shows here
         other, temperature = other_temperature
         with torch.no_grad():
-            other_logp = token_logprobs(model, other.ids, temperature, mask=other.mask).logp
+            other_logp = batch_logprobs(model, other, algo, temperature).logp
         gap = max(gap, float((other_logp - other.old_logp).abs()[other.mask > 0].max()))
     checks["sampler = trainer log-prob"] = _verdict("sampler = trainer log-prob", gap)
     # 4. group advantages are centred
@@ -195,11 +195,11 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     with torch.no_grad():
         # the trainer's own log-probs before the step: measured from the sampler's instead, the ~1e-6
         # sampler/trainer gap made an update that does nothing pass checks 7 and 8
-        before_logp = token_logprobs(learner, batch.ids, algo.temperature, mask=batch.mask).logp
+        before_logp = batch_logprobs(learner, batch, algo).logp
     update_fn(learner, optimizer, batch, algo_kl, torch.Generator().manual_seed(0), reference)
     with torch.no_grad():
-        new_logp = token_logprobs(learner, batch.ids, algo.temperature, mask=batch.mask).logp
-        ref_logp = token_logprobs(reference, batch.ids, algo.temperature, mask=batch.mask).logp
+        new_logp = batch_logprobs(learner, batch, algo).logp
+        ref_logp = batch_logprobs(reference, batch, algo).logp
     frozen = torch.equal(old_before, batch.old_logp)
     moved = float(((new_logp - before_logp).abs() * batch.mask).sum() / batch.mask.sum())
     checks["old_logp frozen in the update"] = _verdict("old_logp frozen in the update", moved if frozen else 0.0)
@@ -268,8 +268,8 @@ def check_pool(pool, model, trajectories: list[Trajectory], batch: Batch, algo, 
     fresh = collate(pool.result(pool.submit(tasks, algo.group_size, algo.temperature,
                                             torch.Generator().manual_seed(seed + 1))), tokenizer.pad_id)
     with torch.no_grad():
-        logp = token_logprobs(learner, fresh.ids, algo.temperature, mask=fresh.mask).logp
-        prox = token_logprobs(learner, batch.ids, algo.temperature, mask=batch.mask).logp
+        logp = batch_logprobs(learner, fresh, algo).logp
+        prox = batch_logprobs(learner, batch, algo).logp
     gap = float((logp - fresh.old_logp).abs()[fresh.mask > 0].max())
     checks["published weights = learner's"] = _verdict("published weights = learner's", gap)
     if max_staleness > 0:

@@ -8,7 +8,7 @@ import torch
 
 from bugfix_rl.algo.advantages import ADVANTAGES
 from bugfix_rl.algo.objective import KL_ESTIMATORS, overlong_penalty
-from bugfix_rl.algo.update import token_logprobs
+from bugfix_rl.algo.update import batch_logprobs
 
 
 def advantage_stage(batch, trajectories, algo, model, ref_model=None) -> dict:
@@ -43,7 +43,7 @@ def compute_advantages(batch, trajectories, algo, model_len: int) -> None:
 def apply_kl_in_reward(batch, model, ref_model, algo) -> float:
     """Reward shaping r - beta * sum_t KL_t (sampler log-probs vs the reference); returns mean KL."""
     with torch.no_grad():
-        ref_logp = token_logprobs(ref_model, batch.ids, algo.temperature, mask=batch.mask).logp
+        ref_logp = batch_logprobs(ref_model, batch, algo).logp
     policy = batch.mask > 0  # only where the policy chose the token (where, not * mask: inf * 0 = NaN)
     kl = torch.where(policy, KL_ESTIMATORS[algo.kl_kind](torch.where(policy, batch.old_logp, ref_logp), ref_logp),
                      0.0).sum(1)  # [B]

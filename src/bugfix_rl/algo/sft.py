@@ -7,6 +7,7 @@ from typing import Callable
 
 import torch
 
+from bugfix_rl.algo.packing import first_fit
 from bugfix_rl.rollout.trajectory import Trajectory, collate
 
 
@@ -34,33 +35,21 @@ class PackedBatch:
 
 
 def pack(demos: list[Trajectory], row_tokens: int) -> PackedBatch:
-    """First-fit decreasing: the longest demo first, each into the first row it fits in (a demo longer
+    """The demos in rows of row_tokens tokens by first-fit decreasing (algo/packing.py; a demo longer
     than row_tokens gets a row of its own); rows padded to the fullest one."""
-    rows: list[list[Trajectory]] = []
-    filled: list[int] = []
-    for demo in sorted(demos, key=lambda d: -len(d.ids)):
-        row = next((r for r, used in enumerate(filled) if used + len(demo.ids) <= row_tokens), None)
-        if row is None:
-            rows.append([])
-            filled.append(0)
-            row = len(rows) - 1
-        rows[row].append(demo)
-        filled[row] += len(demo.ids)
-    width = max(filled)
-    flat = {name: [[] for _ in rows] for name in ("ids", "positions", "segments", "targets", "mask")}
-    for r, row in enumerate(rows):
-        for segment, demo in enumerate(row):
-            n = len(demo.ids)
-            flat["ids"][r] += demo.ids
-            flat["positions"][r] += range(n)
-            flat["segments"][r] += [segment] * n
-            flat["targets"][r] += demo.ids[1:] + [0]
-            flat["mask"][r] += [float(m) for m in demo.policy_mask[1:]] + [0.0]
-        pad = width - filled[r]
-        for name, value in (("ids", 0), ("positions", 0), ("segments", -1), ("targets", 0), ("mask", 0.0)):
-            flat[name][r] += [value] * pad
-    return PackedBatch(*(torch.tensor(flat[name]) for name in ("ids", "positions", "segments", "targets")),
-                       torch.tensor(flat["mask"]))
+    lengths = [len(d.ids) for d in demos]
+    places, filled = first_fit(lengths, row_tokens)
+    R, W = len(filled), max(filled)
+    ids, positions, targets = (torch.zeros(R, W, dtype=torch.long) for _ in range(3))
+    segments = torch.full((R, W), -1, dtype=torch.long)
+    mask = torch.zeros(R, W)
+    for segment, (demo, (r, o), n) in enumerate(zip(demos, places, lengths)):
+        ids[r, o:o + n] = torch.tensor(demo.ids)
+        positions[r, o:o + n] = torch.arange(n)
+        segments[r, o:o + n] = segment
+        targets[r, o:o + n - 1] = ids[r, o + 1:o + n]
+        mask[r, o:o + n - 1] = torch.tensor(demo.policy_mask[1:], dtype=torch.float)
+    return PackedBatch(ids, positions, segments, targets, mask)
 
 
 def packed_sft_loss(model, packed: PackedBatch) -> torch.Tensor:

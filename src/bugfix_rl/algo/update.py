@@ -16,6 +16,7 @@ import torch
 from bugfix_rl.algo.data_parallel import SingleProcess
 from bugfix_rl.algo.objective import (AGGREGATIONS, KL_ESTIMATORS, RATIOS, aggregate, entropy_from_logits,
                                       ppo_clip_loss, truncated_is_weights)
+from bugfix_rl.algo.packing import packed_logits
 from bugfix_rl.rollout.trajectory import Batch
 
 
@@ -32,15 +33,21 @@ class LogProbs:
 
 
 def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_grad: bool = False,
-                   mask: torch.Tensor | None = None) -> LogProbs:
+                   mask: torch.Tensor | None = None, lengths: torch.Tensor | None = None) -> LogProbs:
     """The trainer's log pi(ids[t+1] | ids[:t+1]) at the sampler's temperature.   ids [B, T]
 
     mask [B, T-1] (optional) marks the positions whose values are needed. A model with its own
     `token_logprobs(ids, temperature, mask, with_entropy_grad)` (a chat model, policy/qwen3.py: LM head
-    at those positions only) computes them itself, with 0 elsewhere."""
+    at those positions only) computes them itself, with 0 elsewhere. lengths [B] (optional, each row's
+    real length: Batch.lengths): a model that `takes_packed_rows` then runs on the rows packed end to
+    end (algo/packing.py), the same values without the padding's work; past a row's length the values
+    are meaningless, as they are on padding."""
     if hasattr(model, "token_logprobs"):
         return model.token_logprobs(ids, temperature, mask, with_entropy_grad)
-    logits = model(ids)[:, :-1] / temperature  # [B, T-1, V]
+    if lengths is not None and getattr(model, "takes_packed_rows", False):
+        logits = packed_logits(model, ids, lengths)[:, :-1] / temperature  # [B, T-1, V]
+    else:
+        logits = model(ids)[:, :-1] / temperature  # [B, T-1, V]
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1)
     if with_entropy_grad:
@@ -51,13 +58,27 @@ def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_gr
     return LogProbs(logp, entropy)
 
 
+def packing_lengths(batch: Batch, algo) -> torch.Tensor | None:
+    """The rows' lengths for token_logprobs when algo.pack_rows packs them, else None (padded rows)."""
+    return batch.lengths() if algo.pack_rows else None
+
+
+def batch_logprobs(model, batch: Batch, algo, temperature: float | None = None) -> LogProbs:
+    """token_logprobs of a whole batch as the update computes them (packed when algo.pack_rows), at
+    `temperature` (default: algo's); no entropy gradient."""
+    temperature = algo.temperature if temperature is None else temperature
+    return token_logprobs(model, batch.ids, temperature, mask=batch.mask, lengths=packing_lengths(batch, algo))
+
+
 def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None, is_weights=None):
     """Loss of one (micro-)batch, already weighted for its minibatch; plus detached statistics.
 
     is_weights: [B, >=T-1] truncated importance weights (or None), multiplied into the clipped
     policy-gradient term only, not into the KL or entropy terms.
     """
-    out = token_logprobs(model, mb.ids, algo.temperature, with_entropy_grad=algo.entropy_coef > 0, mask=mb.mask)
+    lengths = packing_lengths(mb, algo)
+    out = token_logprobs(model, mb.ids, algo.temperature, with_entropy_grad=algo.entropy_coef > 0, mask=mb.mask,
+                         lengths=lengths)
     mask = mb.mask
     weights = weights[:, : mask.shape[1]]  # the micro-batch is trimmed to its own longest row
     log_ratio = RATIOS[algo.ratio_level](out.logp, mb.old_logp, mask)
@@ -67,7 +88,7 @@ def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None
         per_token = per_token * is_weights[:, : mask.shape[1]]
     if algo.kl_coef > 0 and not algo.kl_in_reward:
         with torch.no_grad():
-            ref_logp = token_logprobs(ref_model, mb.ids, algo.temperature, mask=mb.mask).logp
+            ref_logp = token_logprobs(ref_model, mb.ids, algo.temperature, mask=mb.mask, lengths=lengths).logp
         policy = mask > 0  # KL only where the policy chose the token: an observation token's value may be huge
         kl = torch.where(policy, KL_ESTIMATORS[algo.kl_kind](torch.where(policy, out.logp, ref_logp), ref_logp), 0.0)
         per_token = per_token + algo.kl_coef * kl
@@ -116,7 +137,7 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
     is_weights, tis_metrics = None, {}
     if algo.tis_cap is not None:
         with torch.no_grad():
-            prox = token_logprobs(model, batch.ids, algo.temperature, mask=batch.mask).logp  # [B, T-1] pi_old
+            prox = batch_logprobs(model, batch, algo).logp  # [B, T-1] pi_old
         is_weights, truncated = truncated_is_weights(prox, batch.old_logp, batch.mask, algo.tis_cap, algo.tis_level)
         tis_metrics["tis_truncated_frac"] = truncated
         # sampler vs trainer, as without TIS; every rank computed it over the whole batch: count it once

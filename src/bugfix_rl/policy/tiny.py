@@ -136,6 +136,11 @@ class TinyAgent(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
+    @property
+    def takes_packed_rows(self) -> bool:
+        """Whether forward takes packed rows (positions and segments): not with a copy head."""
+        return self.copy is None
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 

@@ -60,13 +60,17 @@ class Batch:
                                           self.advantages)), pad_id=self.pad_id)
         return sub.trimmed()
 
+    def lengths(self) -> torch.Tensor:
+        """[B] each row's length: through its last non-pad token or its last policy token, at least 1."""
+        T = self.ids.shape[1]
+        last_real = ((self.ids != self.pad_id) * torch.arange(1, T + 1)).amax(1)  # 1 + last non-pad index
+        last_policy = ((self.mask > 0) * torch.arange(2, T + 1)).amax(1)  # 1 + index in ids of the last policy token
+        return torch.maximum(last_real, last_policy).clamp_min(1)
+
     def trimmed(self) -> "Batch":
         if not len(self):
             return self
-        T = self.ids.shape[1]
-        last_real = ((self.ids != self.pad_id) * torch.arange(1, T + 1)).max()  # 1 + last non-pad index
-        last_policy = ((self.mask > 0) * torch.arange(2, T + 1)).max()  # 1 + index in ids of the last policy token
-        length = max(int(last_real), int(last_policy), 1)
+        length = int(self.lengths().max())
         return Batch(self.ids[:, :length], self.mask[:, : length - 1], self.old_logp[:, : length - 1],
                      self.rewards, self.groups, self.advantages, self.pad_id)
 
