@@ -121,7 +121,22 @@ def test_the_updates_packed_log_probs_and_gradients_equal_the_padded_ones():
         torch.testing.assert_close(grad, want, atol=1e-5, rtol=1e-4)
 
 
-def test_an_update_on_packed_rows_moves_the_parameters_as_the_padded_one():
+def _count_packed_forwards(monkeypatch) -> list[int]:
+    """Count the update's packed forwards (so a test knows the packed path ran, not the padded one)."""
+    from bugfix_rl.algo import update
+
+    calls = [0]
+    real = update.packed_logits
+
+    def counted(*args):
+        calls[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(update, "packed_logits", counted)
+    return calls
+
+
+def test_an_update_on_packed_rows_moves_the_parameters_as_the_padded_one(monkeypatch):
     """algo.pack_rows: policy_update's forward on packed rows gives the padded update's step, up to float
     summation order (two minibatches, so the second one's forward runs on moved parameters; plain SGD,
     since Adam's first step turns any rounding in a near-zero gradient into a full-size step)."""
@@ -136,11 +151,32 @@ def test_an_update_on_packed_rows_moves_the_parameters_as_the_padded_one():
         batch.old_logp = token_logprobs(_model(), batch.ids, 1.0).logp * batch.mask
     batch.advantages = torch.linspace(-1.0, 1.0, len(demos))
     moved = []
+    calls = _count_packed_forwards(monkeypatch)
     for pack_rows in (False, True):
+        assert calls[0] == 0 or pack_rows  # the padded update never packs
         model = _model()
         algo = AlgoConfig(pack_rows=pack_rows, minibatches=2, entropy_coef=0.01, kl_coef=0.0)
         policy_update(model, torch.optim.SGD(model.parameters(), lr=0.5), dataclasses.replace(batch), algo,
                       torch.Generator().manual_seed(0))
         moved.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert calls[0] == 2  # one forward per minibatch, both packed
     assert not torch.equal(moved[0], torch.cat([p.detach().flatten() for p in _model().parameters()]))
     torch.testing.assert_close(moved[1], moved[0], atol=1e-6, rtol=1e-5)
+
+
+def test_a_ddp_wrapped_tinyagent_is_packed_too(monkeypatch):
+    """Under trainer.strategy=ddp the update sees the DDP wrapper: the capability is read from its module."""
+    from bugfix_rl.algo.update import token_logprobs
+
+    class Wrapper(torch.nn.Module):  # what DistributedDataParallel exposes: .module and a forward that passes kwargs
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+        def forward(self, *args, **kwargs):
+            return self.module(*args, **kwargs)
+
+    calls = _count_packed_forwards(monkeypatch)
+    batch = collate(_demos())
+    token_logprobs(Wrapper(_model()), batch.ids, 1.0, mask=batch.mask, lengths=batch.lengths())
+    assert calls[0] == 1

@@ -79,9 +79,18 @@ def test_clean_first_batch_passes_all_nine(first):
     assert failures(first) == set()
 
 
-def test_clean_first_batch_passes_all_nine_with_packed_rows(first):
+def test_clean_first_batch_passes_all_nine_with_packed_rows(first, monkeypatch):
     """algo.pack_rows: every check runs the update's own (packed) forward and still passes."""
+    calls = [0]
+    real = update.packed_logits
+
+    def counted(*args):
+        calls[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(update, "packed_logits", counted)
     assert failures(first, algo=dataclasses.replace(first.cfg.algo, pack_rows=True)) == set()
+    assert calls[0] > 0
 
 
 def test_action_mask_shifted_by_one(first):

@@ -171,9 +171,9 @@ class AlgoConfig:
     epochs: int = 1
     minibatches: int = 2
     micro_batch_size: int = 0  # rows per gradient-accumulation micro-batch; 0 = whole minibatch
-    # the trainer's forward on the episodes packed end to end (a model that takes_packed_rows: TinyAgent
-    # without a copy head): the same values up to float summation order, about 15% less update time
-    # (docs/PERFORMANCE.md); off until the README's numbers are regenerated with it
+    # the trainer's forward on the episodes packed end to end, each row as wide as the longest episode
+    # (TinyAgent without a copy head): the same values up to float summation order, about 15% less update
+    # time (docs/PERFORMANCE.md); off until the README's numbers are regenerated with it
     pack_rows: bool = False
     max_grad_norm: float = 1.0
     max_nonfinite_skips: int = 3  # optimizer steps in a row skipped for a NaN/inf gradient norm before the run stops
@@ -473,6 +473,9 @@ def validate(cfg) -> None:
         raise ConfigError(f"algo.minibatches={algo.minibatches} exceeds the batch size")
     if algo.dual_clip is not None and algo.dual_clip <= 1:
         raise ConfigError(f"algo.dual_clip={algo.dual_clip} must be > 1")
+    if algo.pack_rows and (cfg.policy.name != "tiny" or cfg.policy.copy_head):
+        raise ConfigError("algo.pack_rows needs policy=tiny without policy.copy_head (the copy head and a chat "
+                          "model read whole sequences)")
     _validate_rollout(cfg)
     _validate_trainer(cfg)
     if cfg.env.name == "tools" and cfg.env.truncation != "zero":

@@ -32,18 +32,19 @@ def packed_logits(model, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tens
     B, T = ids.shape
     places, filled = first_fit(lengths.tolist(), int(lengths.max()))
     R, W = len(filled), max(filled)
-    t = torch.arange(T)
+    device = ids.device
+    t = torch.arange(T, device=device)
     real = t[None, :] < lengths[:, None]  # [B, T]
-    row = torch.tensor([r for r, _ in places])
-    offset = torch.tensor([o for _, o in places])
+    row = torch.tensor([r for r, _ in places], device=device)
+    offset = torch.tensor([o for _, o in places], device=device)
     slot = row[:, None] * W + offset[:, None] + t[None, :]  # [B, T]: where each token lies in the packed rows
     slots = slot[real]
-    packed_ids = torch.zeros(R * W, dtype=ids.dtype)
+    packed_ids = torch.zeros(R * W, dtype=ids.dtype, device=device)
     packed_ids[slots] = ids[real]
-    positions = torch.zeros(R * W, dtype=torch.long)
+    positions = torch.zeros(R * W, dtype=torch.long, device=device)
     positions[slots] = t.expand(B, T)[real]
-    segments = torch.full((R * W,), -1, dtype=torch.long)
-    segments[slots] = torch.arange(B)[:, None].expand(B, T)[real]
+    segments = torch.full((R * W,), -1, dtype=torch.long, device=device)
+    segments[slots] = torch.arange(B, device=device)[:, None].expand(B, T)[real]
     logits = model(packed_ids.view(R, W), positions=positions.view(R, W), segments=segments.view(R, W))
     logits = logits.reshape(R * W, -1)
     spare = torch.cat([logits, logits.new_zeros(1, logits.shape[1])])  # row R*W: what a padded slot reads

@@ -44,7 +44,7 @@ def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_gr
     are meaningless, as they are on padding."""
     if hasattr(model, "token_logprobs"):
         return model.token_logprobs(ids, temperature, mask, with_entropy_grad)
-    if lengths is not None and getattr(model, "takes_packed_rows", False):
+    if lengths is not None and getattr(getattr(model, "module", model), "takes_packed_rows", False):  # DDP: .module
         logits = packed_logits(model, ids, lengths)[:, :-1] / temperature  # [B, T-1, V]
     else:
         logits = model(ids)[:, :-1] / temperature  # [B, T-1, V]

@@ -165,12 +165,12 @@ class TinyAgent(nn.Module):
         whole sequences, so it takes no packed rows."""
         T = ids.shape[1]
         if positions is None:
-            positions = torch.arange(T)
+            positions = torch.arange(T, device=ids.device)
         attn_mask = None
         if segments is not None:
             if self.copy is not None:
                 raise ValueError("a TinyAgent with a copy head takes whole sequences, not packed rows")
-            causal = torch.ones(T, T, dtype=torch.bool).tril()
+            causal = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()
             attn_mask = ((segments[:, :, None] == segments[:, None, :]) & causal)[:, None]  # [B, 1, T, T]
         x = self._embed(ids) + self.position_embedding(positions)
         for block in self.blocks:
