@@ -1,4 +1,5 @@
-"""The token-in/token-out check shared by the policy tests (`from logprob_checks import ...`)."""
+"""Log-prob checks shared by the policy tests (`from logprob_checks import ...`): the token-in/token-out
+check, and a counter of the update's packed forwards."""
 
 from __future__ import annotations
 
@@ -16,3 +17,19 @@ def sampler_and_trainer_logprobs(model, trajectories, pad_id: int, temperature: 
         trainer = token_logprobs(model, batch.ids, temperature, mask=batch.mask).logp
     on = batch.mask > 0
     return trainer[on], batch.old_logp[on]
+
+
+def count_packed_forwards(monkeypatch) -> list[int]:
+    """Count the update's packed forwards (algo.pack_rows), so a test knows the packed path ran and not
+    the padded one: calls[0] after the code under test."""
+    from bugfix_rl.algo import update
+
+    calls = [0]
+    real = update.packed_logits
+
+    def counted(*args):
+        calls[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(update, "packed_logits", counted)
+    return calls

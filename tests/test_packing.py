@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+from logprob_checks import count_packed_forwards
 
 from bugfix_rl.algo.sft import pack, packed_sft_loss, sft_loss, sft_train
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
@@ -121,21 +122,6 @@ def test_the_updates_packed_log_probs_and_gradients_equal_the_padded_ones():
         torch.testing.assert_close(grad, want, atol=1e-5, rtol=1e-4)
 
 
-def _count_packed_forwards(monkeypatch) -> list[int]:
-    """Count the update's packed forwards (so a test knows the packed path ran, not the padded one)."""
-    from bugfix_rl.algo import update
-
-    calls = [0]
-    real = update.packed_logits
-
-    def counted(*args):
-        calls[0] += 1
-        return real(*args)
-
-    monkeypatch.setattr(update, "packed_logits", counted)
-    return calls
-
-
 def test_an_update_on_packed_rows_moves_the_parameters_as_the_padded_one(monkeypatch):
     """algo.pack_rows: policy_update's forward on packed rows gives the padded update's step, up to float
     summation order (two minibatches, so the second one's forward runs on moved parameters; plain SGD,
@@ -151,7 +137,7 @@ def test_an_update_on_packed_rows_moves_the_parameters_as_the_padded_one(monkeyp
         batch.old_logp = token_logprobs(_model(), batch.ids, 1.0).logp * batch.mask
     batch.advantages = torch.linspace(-1.0, 1.0, len(demos))
     moved = []
-    calls = _count_packed_forwards(monkeypatch)
+    calls = count_packed_forwards(monkeypatch)
     for pack_rows in (False, True):
         assert calls[0] == 0 or pack_rows  # the padded update never packs
         model = _model()
@@ -176,7 +162,7 @@ def test_a_ddp_wrapped_tinyagent_is_packed_too(monkeypatch):
         def forward(self, *args, **kwargs):
             return self.module(*args, **kwargs)
 
-    calls = _count_packed_forwards(monkeypatch)
+    calls = count_packed_forwards(monkeypatch)
     batch = collate(_demos())
     token_logprobs(Wrapper(_model()), batch.ids, 1.0, mask=batch.mask, lengths=batch.lengths())
     assert calls[0] == 1

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from logprob_checks import count_packed_forwards
 from omegaconf import OmegaConf
 
 from bugfix_rl import cli, preflight
@@ -81,14 +82,7 @@ def test_clean_first_batch_passes_all_nine(first):
 
 def test_clean_first_batch_passes_all_nine_with_packed_rows(first, monkeypatch):
     """algo.pack_rows: every check runs the update's own (packed) forward and still passes."""
-    calls = [0]
-    real = update.packed_logits
-
-    def counted(*args):
-        calls[0] += 1
-        return real(*args)
-
-    monkeypatch.setattr(update, "packed_logits", counted)
+    calls = count_packed_forwards(monkeypatch)
     assert failures(first, algo=dataclasses.replace(first.cfg.algo, pack_rows=True)) == set()
     assert calls[0] > 0
 
