@@ -7,6 +7,8 @@ so every sequence gets the values it gets alone, without being padded to the lon
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 
@@ -26,26 +28,52 @@ def first_fit(lengths: list[int], width: int) -> tuple[list[tuple[int, int]], li
     return places, filled
 
 
+@dataclass
+class Layout:
+    """Where the tokens of B right-padded sequences [B, T] lie in `rows` packed rows of `width` tokens.
+
+    slot [B, T]: each token's index in the flattened rows (row * width + offset + t); real [B, T]: True
+    for the tokens within each sequence's length."""
+
+    slot: torch.Tensor
+    real: torch.Tensor
+    rows: int
+    width: int
+
+    def scatter(self, values: torch.Tensor, fill) -> torch.Tensor:
+        """values [B, T] (their real tokens) laid into the packed rows -> [rows, width], `fill` elsewhere."""
+        out = torch.full((self.rows * self.width,), fill, dtype=values.dtype, device=values.device)
+        out[self.slot[self.real]] = values[self.real]
+        return out.view(self.rows, self.width)
+
+    def rows_of(self, T: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions (within each sequence) and segments (which sequence; -1 = padding), [rows, width]."""
+        B = self.slot.shape[0]
+        t = torch.arange(T, device=device).expand(B, T)
+        segment = torch.arange(B, device=device)[:, None].expand(B, T)
+        return self.scatter(t, 0), self.scatter(segment, -1)
+
+
+def layout(lengths: torch.Tensor, width: int, T: int) -> Layout:
+    """first_fit of sequences with these lengths [B] (each <= T) into rows of `width` tokens; the rows
+    are padded to the fullest one."""
+    places, filled = first_fit(lengths.tolist(), width)
+    W = max(filled)
+    device = lengths.device
+    t = torch.arange(T, device=device)
+    row = torch.tensor([r for r, _ in places], device=device)
+    offset = torch.tensor([o for _, o in places], device=device)
+    slot = row[:, None] * W + offset[:, None] + t[None, :]
+    return Layout(slot, t[None, :] < lengths[:, None], len(filled), W)
+
+
 def packed_logits(model, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """model's logits for right-padded ids [B, T] whose row b has lengths[b] real tokens, computed on
     rows packed as tightly as the longest allows -> [B, T, V], 0 past each row's length."""
-    B, T = ids.shape
-    places, filled = first_fit(lengths.tolist(), int(lengths.max()))
-    R, W = len(filled), max(filled)
-    device = ids.device
-    t = torch.arange(T, device=device)
-    real = t[None, :] < lengths[:, None]  # [B, T]
-    row = torch.tensor([r for r, _ in places], device=device)
-    offset = torch.tensor([o for _, o in places], device=device)
-    slot = row[:, None] * W + offset[:, None] + t[None, :]  # [B, T]: where each token lies in the packed rows
-    slots = slot[real]
-    packed_ids = torch.zeros(R * W, dtype=ids.dtype, device=device)
-    packed_ids[slots] = ids[real]
-    positions = torch.zeros(R * W, dtype=torch.long, device=device)
-    positions[slots] = t.expand(B, T)[real]
-    segments = torch.full((R * W,), -1, dtype=torch.long, device=device)
-    segments[slots] = torch.arange(B, device=device)[:, None].expand(B, T)[real]
-    logits = model(packed_ids.view(R, W), positions=positions.view(R, W), segments=segments.view(R, W))
-    logits = logits.reshape(R * W, -1)
-    spare = torch.cat([logits, logits.new_zeros(1, logits.shape[1])])  # row R*W: what a padded slot reads
-    return spare[torch.where(real, slot, R * W)]  # [B, T, V]
+    T = ids.shape[1]
+    packed = layout(lengths, int(lengths.max()), T)
+    positions, segments = packed.rows_of(T, ids.device)
+    logits = model(packed.scatter(ids, 0), positions=positions, segments=segments)
+    logits = logits.reshape(packed.rows * packed.width, -1)
+    spare = torch.cat([logits, logits.new_zeros(1, logits.shape[1])])  # what a padded slot reads
+    return spare[torch.where(packed.real, packed.slot, packed.rows * packed.width)]  # [B, T, V]

@@ -7,7 +7,7 @@ from typing import Callable
 
 import torch
 
-from bugfix_rl.algo.packing import first_fit
+from bugfix_rl.algo.packing import layout
 from bugfix_rl.rollout.trajectory import Trajectory, collate
 
 
@@ -37,19 +37,14 @@ class PackedBatch:
 def pack(demos: list[Trajectory], row_tokens: int) -> PackedBatch:
     """The demos in rows of row_tokens tokens by first-fit decreasing (algo/packing.py; a demo longer
     than row_tokens gets a row of its own); rows padded to the fullest one."""
-    lengths = [len(d.ids) for d in demos]
-    places, filled = first_fit(lengths, row_tokens)
-    R, W = len(filled), max(filled)
-    ids, positions, targets = (torch.zeros(R, W, dtype=torch.long) for _ in range(3))
-    segments = torch.full((R, W), -1, dtype=torch.long)
-    mask = torch.zeros(R, W)
-    for segment, (demo, (r, o), n) in enumerate(zip(demos, places, lengths)):
-        ids[r, o:o + n] = torch.tensor(demo.ids)
-        positions[r, o:o + n] = torch.arange(n)
-        segments[r, o:o + n] = segment
-        targets[r, o:o + n - 1] = ids[r, o + 1:o + n]
-        mask[r, o:o + n - 1] = torch.tensor(demo.policy_mask[1:], dtype=torch.float)
-    return PackedBatch(ids, positions, segments, targets, mask)
+    batch = collate(demos)  # ids [B, T], mask [B, T-1]; pad id 0
+    T = batch.ids.shape[1]
+    packed = layout(torch.tensor([len(d.ids) for d in demos]), row_tokens, T)
+    positions, segments = packed.rows_of(T, batch.ids.device)
+    last = torch.zeros(len(demos), 1)  # a demo's last token has no target
+    targets = packed.scatter(torch.cat([batch.ids[:, 1:], last.long()], 1), 0)
+    mask = packed.scatter(torch.cat([batch.mask, last], 1), 0.0)
+    return PackedBatch(packed.scatter(batch.ids, 0), positions, segments, targets, mask)
 
 
 def packed_sft_loss(model, packed: PackedBatch) -> torch.Tensor:
