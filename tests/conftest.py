@@ -18,12 +18,10 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # local Ray clu
 
 PREBUILD = """
 import bugfix_rl
-import torch
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.rl_base import make_rl_base
 from bugfix_rl.policy.tokenizer import build_tokenizer
-torch.set_num_threads(1)
 make_rl_base(build_tokenizer(make_tasks("all")), TrainConfig().policy)
 """
 
