@@ -166,3 +166,12 @@ def test_a_ddp_wrapped_tinyagent_is_packed_too(monkeypatch):
     batch = collate(_demos())
     token_logprobs(Wrapper(_model()), batch.ids, 1.0, mask=batch.mask, lengths=batch.lengths())
     assert calls[0] == 1
+
+
+def test_a_copy_head_model_clones_on_padded_rows_whatever_the_recipe_says():
+    """policy.copy_head=true on the edit menu keeps the recipe's pack_rows (160): behaviour cloning then
+    trains on padded rows (the same loss) instead of stopping with the model's packed-rows error."""
+    demos = _demos(LENGTHS * 2, seed=3)
+    losses = [sft_train(_model(copy_head=True), demos, 3, 3e-3, 8, torch.Generator().manual_seed(0), pack_rows=rows)
+              for rows in (0, 64)]
+    assert losses[0] == losses[1]

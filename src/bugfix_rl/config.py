@@ -69,7 +69,7 @@ class BaseRecipeConfig:
     batch_size: int = 64
     lr: float = 3e-3
     length_buckets: bool = False  # random minibatches (packing removes their padding instead)
-    pack_rows: int = 160  # each minibatch's demos packed into rows of this many tokens (0: one padded row each)
+    pack_rows: int = 160  # each minibatch's demos packed into rows of this many tokens (0, or a copy head: padded)
     p_read: float = 0.12
     p_right_after_read: float = 0.8
     p_test: float = 0.35

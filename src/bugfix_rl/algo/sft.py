@@ -68,8 +68,10 @@ def sft_train(model, demos: list[Trajectory], steps: int, lr: float, batch_size:
 
     pack_rows > 0: each minibatch is packed into rows of that many tokens (`pack`) instead of padded to
     its longest demo; the same loss (up to float summation order) at a fraction of the work when
-    lengths vary. Models without a copy head only.
+    lengths vary. A model that does not take packed rows (a TinyAgent with a copy head) trains on
+    padded rows.
     """
+    pack_rows = pack_rows if getattr(model, "takes_packed_rows", False) else 0
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses, queue = [], []
     for _ in range(steps):
