@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -51,3 +52,32 @@ def test_missing_resume_checkpoint_is_one_line_exit_2(tmp_path):
     result = _run(["train", "+exp=smoke", f"resume={tmp_path}/nope.safetensors", f"hydra.run.dir={tmp_path}/run"])
     assert result.returncode == 2 and "checkpoint not found" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+CONSOLE = """
+import atexit, sys, threading
+from bugfix_rl import cli
+atexit.register(lambda: print("atexit ran", flush=False))
+def fake_main():
+    print("work done", flush=False)  # left in stdout's buffer: the quick exit must flush it
+    if sys.argv[1] == "thread":
+        threading.Thread(target=lambda: (__import__("time").sleep(0.3), print("thread finished"))).start()
+    raise SystemExit({"ok": None, "two": 2, "text": "a message", "thread": 3}[sys.argv[1]])
+cli.main = fake_main
+cli.console()
+print("not reached")
+"""
+
+
+@pytest.mark.parametrize("how,status", [("ok", 0), ("two", 2), ("text", 1), ("thread", 3)])
+def test_console_script_exits_quickly_with_mains_status(how, status):
+    """The console script ends with main()'s exit status after the atexit handlers and with every byte
+    of stdout written; a running non-daemon thread is waited for, as a normal exit would."""
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout in a buffer, as usual
+    result = subprocess.run([sys.executable, "-c", CONSOLE, how], capture_output=True, text=True, timeout=60,
+                            env=buffered)
+    assert result.returncode == status, result.stderr
+    assert result.stdout.splitlines()[0] == "work done" and "atexit ran" in result.stdout
+    assert "not reached" not in result.stdout
+    assert ("a message" in result.stderr) == (how == "text")
+    assert ("thread finished" in result.stdout) == (how == "thread")
