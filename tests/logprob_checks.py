@@ -1,5 +1,5 @@
 """Log-prob checks shared by the policy tests (`from logprob_checks import ...`): the token-in/token-out
-check, and a counter of the update's packed forwards."""
+check, the KV-cache steps against the full pass, and a counter of the update's packed forwards."""
 
 from __future__ import annotations
 
@@ -17,6 +17,22 @@ def sampler_and_trainer_logprobs(model, trajectories, pad_id: int, temperature: 
         trainer = token_logprobs(model, batch.ids, temperature, mask=batch.mask).logp
     on = batch.mask > 0
     return trainer[on], batch.old_logp[on]
+
+
+def assert_cached_steps_equal_full_pass(model, ids: torch.Tensor, chunks) -> None:
+    """Feed ids [B, T] through the KV cache in ragged chunks (tokens per row per call) and compare each
+    row's prediction with the full causal pass at the same position."""
+    full = model(ids)  # [B, T, V]
+    cache, position = model.new_cache(ids.shape[0]), [0] * ids.shape[0]
+    for chunk in chunks:
+        feed = torch.zeros(len(chunk), max(chunk), dtype=torch.long)
+        for b, n in enumerate(chunk):
+            feed[b, :n] = ids[b, position[b]:position[b] + n]
+        out = model.forward_step(feed, torch.tensor(chunk), cache)
+        for b, n in enumerate(chunk):
+            position[b] += n
+            if n:
+                torch.testing.assert_close(out[b], full[b, position[b] - 1], atol=1e-5, rtol=1e-5)
 
 
 def count_packed_forwards(monkeypatch) -> list[int]:

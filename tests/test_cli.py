@@ -25,7 +25,6 @@ CASES = [
     (["sft", "cold_start.source=web"], "cold_start.source=web is not allowed", "oracle"),
     (["train", "policy.copy_resume_cut=true"], "policy.copy_resume_cut needs policy.copy_edit_resume=true", ""),
     (["train", "policy.copy_resume_next=true"], "policy.copy_resume_next needs policy.copy_edit_resume=true", ""),
-    (["train", "+exp=tools", "algo.pack_rows=true"], "algo.pack_rows needs policy=tiny without policy.copy_head", ""),
 ]
 
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from logprob_checks import sampler_and_trainer_logprobs
+from logprob_checks import assert_cached_steps_equal_full_pass, sampler_and_trainer_logprobs
 
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.tasks import OPERAND_POOL, make_tasks, operand_names
@@ -53,27 +53,11 @@ def _copy_agent(seed: int = 0, softcap: float = 1.5) -> TinyAgent:
     return model
 
 
-def _assert_cached_steps_equal_full_pass(model, ids: torch.Tensor, chunks) -> None:
-    """Feed ids [3, T] through the KV cache in ragged chunks (tokens per row per call) and compare each
-    row's prediction with the full causal pass at the same position."""
-    full = model(ids)  # [B, T, V]
-    cache, position = model.new_cache(ids.shape[0]), [0] * ids.shape[0]
-    for chunk in chunks:
-        feed = torch.zeros(len(chunk), max(chunk), dtype=torch.long)
-        for b, n in enumerate(chunk):
-            feed[b, :n] = ids[b, position[b]:position[b] + n]
-        out = model.forward_step(feed, torch.tensor(chunk), cache)
-        for b, n in enumerate(chunk):
-            position[b] += n
-            if n:
-                torch.testing.assert_close(out[b], full[b, position[b] - 1], atol=1e-5, rtol=1e-5)
-
-
 def test_cached_steps_equal_the_full_pass():
     model = _copy_agent()
     ids = torch.randint(4, 20, (3, 16), generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(model(ids).exp().sum(-1), torch.ones(3, 16))
-    _assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1]))
+    assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1]))
 
 
 def test_a_name_is_copied_through_the_match_feature_alone():
@@ -434,7 +418,7 @@ def _only_feature(model: TinyAgent, weight: torch.nn.Parameter) -> None:
 def test_the_aligned_feature_copies_the_token_in_line_and_cached_steps_equal_the_full_pass():
     model = _edit_feature_agent(copy_edit_align=True)
     ids = _edit_ids()
-    _assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]))
+    assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]))
     _only_feature(model, model.copy.align_weight)  # the aligned old token is copied
     #                    0  1   2   3  4   5   6
     ids = torch.tensor([[5, 11, 12, 6, 7, 11, 9]])  # old 11 12 new 7 ...
@@ -506,7 +490,7 @@ def test_the_copy_pointer_feature_copies_the_pointed_token_and_cached_steps_equa
     model = _edit_feature_agent(copy_edit_resume=True, copy_suffix_match=True)
     ids = _edit_ids()
     ids[0, 9:12] = ids[0, 4:7]  # row 0 copies, so its pointer moves
-    _assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]))
+    assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3], [1, 4, 1], [6, 1, 2], [0, 3, 1], [4, 7, 9]))
     _only_feature(model, model.copy.resume_weight)  # the pointed old token is copied
     #                    0  1   2   3  4  5   6   7
     ids = torch.tensor([[5, 11, 12, 7, 6, 11, 9, 8]])  # old 11 12 7, new 11 9 ...
@@ -568,7 +552,7 @@ def test_the_pointer_cut_cached_steps_equal_the_full_pass():
                         [5, 20, 21, 22, 23, 21, 24, 6, 23, 21, 22, 23, 21, 24, 2, 9],
                         [9, 5, 10, 11, 12, 13, 6, 10, 19, 11, 12, 2, 14, 15, 16, 17]])
     cut = _edit_feature_agent(copy_edit_resume=True, copy_suffix_match=True, copy_resume_cut=True)
-    _assert_cached_steps_equal_full_pass(cut, ids, [[1, 1, 1]] * ids.shape[1])
+    assert_cached_steps_equal_full_pass(cut, ids, [[1, 1, 1]] * ids.shape[1])
     uncut = _edit_feature_agent(copy_edit_resume=True, copy_suffix_match=True)
     assert torch.equal(cut.copy.match_weight, uncut.copy.match_weight)  # the same weights; the cut has none
     changed = (cut(ids) - uncut(ids)).abs().amax(-1) > 1e-4  # [B, T]
@@ -605,10 +589,10 @@ def test_the_next_feature_cached_steps_equal_the_full_pass():
                                 copy_resume_next=True)
     with torch.no_grad():
         model.copy.next_weight.fill_(2.0)  # it starts at 0: a feature with no weight would test nothing
-    _assert_cached_steps_equal_full_pass(model, ids, [[1, 1, 1]] * ids.shape[1])
+    assert_cached_steps_equal_full_pass(model, ids, [[1, 1, 1]] * ids.shape[1])
     # ragged feeds as in sampling (an observation of several tokens beside single tokens, a row that
     # feeds nothing), so the scan state advances over multi-token feeds and padded slots
-    _assert_cached_steps_equal_full_pass(model, ids, ([7, 1, 8], [1, 7, 0], [3, 0, 1], [5, 8, 7]))
+    assert_cached_steps_equal_full_pass(model, ids, ([7, 1, 8], [1, 7, 0], [3, 0, 1], [5, 8, 7]))
 
 
 @pytest.mark.parametrize("copy_head", [False, True])
@@ -620,4 +604,4 @@ def test_a_long_feed_beside_an_ended_row_near_the_context_end_stays_in_the_cache
     cfg = TinyAgentConfig(max_len=128, copy_head=copy_head, shared_identifier_embedding=copy_head)
     model = TinyAgent(40, cfg, identifier_ids=[10, 11, 12] if copy_head else None).eval()
     ids = torch.randint(4, 40, (2, 120), generator=torch.Generator().manual_seed(1))
-    _assert_cached_steps_equal_full_pass(model, ids, ([120, 20], [0, 80]))
+    assert_cached_steps_equal_full_pass(model, ids, ([120, 20], [0, 80]))

@@ -175,3 +175,28 @@ def test_a_copy_head_model_clones_on_padded_rows_whatever_the_recipe_says():
     losses = [sft_train(_model(copy_head=True), demos, 3, 3e-3, 8, torch.Generator().manual_seed(0), pack_rows=rows)
               for rows in (0, 64)]
     assert losses[0] == losses[1]
+
+
+def test_a_copy_head_model_updates_on_padded_rows_under_the_default_pack_rows(monkeypatch):
+    """algo.pack_rows is on by default; a policy that reads whole sequences (the copy head, the tools
+    env's TinyAgent) runs the update's forward on padded rows, with the same step as pack_rows=false."""
+    import dataclasses
+
+    from bugfix_rl.algo.update import policy_update, token_logprobs
+    from bugfix_rl.config import AlgoConfig
+
+    assert AlgoConfig().pack_rows
+    demos = _demos(LENGTHS, seed=4)
+    batch = collate(demos)
+    with torch.no_grad():
+        batch.old_logp = token_logprobs(_model(copy_head=True), batch.ids, 1.0).logp * batch.mask
+    batch.advantages = torch.linspace(-1.0, 1.0, len(demos))
+    calls = count_packed_forwards(monkeypatch)
+    moved = []
+    for pack_rows in (True, False):
+        model = _model(copy_head=True)
+        policy_update(model, torch.optim.SGD(model.parameters(), lr=0.5), dataclasses.replace(batch),
+                      AlgoConfig(pack_rows=pack_rows), torch.Generator().manual_seed(0))
+        moved.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert calls[0] == 0
+    assert torch.equal(moved[0], moved[1])

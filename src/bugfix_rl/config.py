@@ -171,10 +171,11 @@ class AlgoConfig:
     epochs: int = 1
     minibatches: int = 2
     micro_batch_size: int = 0  # rows per gradient-accumulation micro-batch; 0 = whole minibatch
-    # the trainer's forward on the episodes packed end to end, each row as wide as the longest episode
-    # (TinyAgent without a copy head): the same values up to float summation order, about 15% less update
-    # time (docs/PERFORMANCE.md); off until the README's numbers are regenerated with it
-    pack_rows: bool = False
+    # the trainer's forward on the episodes packed end to end, each row as wide as the longest episode,
+    # where the policy takes packed rows (TinyAgent without a copy head; the copy head and chat models
+    # read whole sequences, so they run on padded rows): the same values up to float summation order,
+    # about 15% less update time (docs/PERFORMANCE.md)
+    pack_rows: bool = True
     max_grad_norm: float = 1.0
     max_nonfinite_skips: int = 3  # optimizer steps in a row skipped for a NaN/inf gradient norm before the run stops
     task_filter: bool = False  # drop tasks whose recent pass rate is 0 or 1 from the step's draw
@@ -473,9 +474,6 @@ def validate(cfg) -> None:
         raise ConfigError(f"algo.minibatches={algo.minibatches} exceeds the batch size")
     if algo.dual_clip is not None and algo.dual_clip <= 1:
         raise ConfigError(f"algo.dual_clip={algo.dual_clip} must be > 1")
-    if algo.pack_rows and (cfg.policy.name != "tiny" or cfg.policy.copy_head):
-        raise ConfigError("algo.pack_rows needs policy=tiny without policy.copy_head (the copy head and a chat "
-                          "model read whole sequences)")
     _validate_rollout(cfg)
     _validate_trainer(cfg)
     if cfg.env.name == "tools" and cfg.env.truncation != "zero":

@@ -3,8 +3,10 @@
 Two forward paths share the weights: `forward` (full causal pass over right-padded sequences, for the
 update) and `forward_step` (incremental pass with a KV cache, for batched sampling). In a sampling step
 every row feeds its own number of new tokens (one sampled token, or a sampled end-of-action token
-followed by the observation), so rows sit at different positions; the cache is written per row at its
-own offset and a float mask hides what a row must not see.
+followed by the observation), so rows sit at different positions; the fed tokens go through the layers
+flat, without the padding of the [rows, widest feed] grid (a capstone batch feeds 2.3k tokens in a grid
+of 16k cells), the cache is written per row at its own offset, and attention runs per row under a float
+mask that hides what a row must not see.
 
 With `copy_head` (policy/copy_head.py, the tools env) both paths return the log-probs of a
 pointer-generator mixture instead of plain logits: downstream code applies log_softmax(x / T) to
@@ -91,13 +93,34 @@ class Block(nn.Module):
             return self._finish(x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
         return self._finish(x, F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask))
 
-    def forward_cached(self, x, keys, values, write_index, mask, used: int) -> torch.Tensor:
-        """x [B, q, C]; write_index [B, H, q, hd] cache slots; mask [B, 1, q, used] float."""
-        q, k, v = self._heads(x)
-        keys.scatter_(2, write_index, k)
-        values.scatter_(2, write_index, v)
-        attn = F.scaled_dot_product_attention(q, keys[:, :, :used], values[:, :, :used], attn_mask=mask)
-        return self._finish(x, attn)
+    def forward_cached(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, slots: "StepSlots",
+                       mask: torch.Tensor, used: int) -> torch.Tensor:
+        """One sampling step over the computed token slots only: x [N, C] flat (slots.grid's True
+        cells in row-major order); keys, values [B, H, capacity, hd] (this layer's cache, written at
+        each slot's row and position); mask [B, 1, q, used] float."""
+        N, C = x.shape
+        q, k, v = (t.view(N, self.n_heads, C // self.n_heads)
+                   for t in self.qkv(self.ln1(x)).split(C, dim=-1))  # [N, H, hd] each
+        keys[slots.rows, :, slots.write_at] = k
+        values[slots.rows, :, slots.write_at] = v
+        queries = q.new_zeros(*slots.grid.shape, *q.shape[1:])  # [B, q, H, hd]: attention runs per row
+        queries[slots.grid] = q
+        attn = F.scaled_dot_product_attention(queries.transpose(1, 2), keys[:, :, :used], values[:, :, :used],
+                                              attn_mask=mask)  # [B, H, q, hd]
+        x = x + self.proj(attn.transpose(1, 2)[slots.grid].reshape(N, C))
+        return x + self.mlp(self.ln2(x))
+
+
+@dataclass
+class StepSlots:
+    """Which cells of a sampling step's [B, q] grid of fed tokens are computed, and where they go.
+
+    grid [B, q] bool; rows, write_at [N] long: the row and cache position of each computed cell, in
+    grid order (N = grid.sum())."""
+
+    grid: torch.Tensor
+    rows: torch.Tensor
+    write_at: torch.Tensor
 
 
 class TinyAgent(nn.Module):
@@ -202,19 +225,25 @@ class TinyAgent(nn.Module):
         # query i of row b sees keys 0..lengths[b]+i (its own past and itself)
         visible = torch.arange(used)[None, None, :] <= positions[:, :, None]  # [B, q, used]
         mask = torch.zeros(B, 1, q, used).masked_fill_(~visible[:, None], float("-inf"))
-        hd = cfg.d_model // cfg.n_heads
-        # A padded slot of a row that feeds fewer tokens (or none: an ended episode near the context's end)
+        real = offsets[None, :] < n_new[:, None]  # [B, q]
+        # Only the fed tokens are computed (2.3k of 16k grid cells in a capstone batch). The copy head's
+        # sampling computes every cell, padding included, as it always has: the tools numbers in the README
+        # and docs/TOOLS.md come from that arithmetic (a row's values differ in the last bits with the
+        # number of rows computed), and its steps are the sandbox's time anyway.
+        grid = real if self.copy is None else torch.ones_like(real)
+        # A padded cell of a row that feeds fewer tokens (or none: an ended episode near the context's end)
         # may lie past max_len when another row feeds a long observation: it writes to the spare slot
         # max_len, which no real token uses (real positions stay below max_len) and no query attends.
-        write_index = positions.clamp(max=cfg.max_len)[:, None, :, None].expand(B, cfg.n_heads, q, hd)
+        slots = StepSlots(grid, torch.arange(B)[:, None].expand(B, q)[grid], positions.clamp(max=cfg.max_len)[grid])
+        x = x[grid]  # [N, C]
         for layer, block in enumerate(self.blocks):
-            x = block.forward_cached(x, cache.keys[layer], cache.values[layer], write_index, mask, used)
-        last = (n_new - 1).clamp(min=0)
+            x = block.forward_cached(x, cache.keys[layer], cache.values[layer], slots, mask, used)
         if self.copy is None:
             cache.lengths += n_new
-            return self._logits(x[torch.arange(B), last])
-        hidden = self.ln_f(x)  # [B, q, C]
-        real = offsets[None, :] < n_new[:, None]  # [B, q]: padded slots must not overwrite the cache
+            # each row's last fed token in x's flat order (a row that fed nothing: a neighbour's; meaningless)
+            return self._logits(x[(n_new.cumsum(0) - 1).clamp(min=0)])
+        last = (n_new - 1).clamp(min=0)
+        hidden = self.ln_f(x.view(B, q, -1))  # [B, q, C]
         rows = torch.arange(B)[:, None].expand(B, q)[real]
         slots = positions[real]
         cache.ids[rows, slots] = ids[real]

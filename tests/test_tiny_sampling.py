@@ -1,0 +1,58 @@
+"""TinyAgent's KV-cache sampling step without a copy head: only the fed tokens are computed, and each
+row's prediction equals the full causal pass."""
+
+from __future__ import annotations
+
+import torch
+from logprob_checks import assert_cached_steps_equal_full_pass
+
+from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
+
+
+def _agent(copy_head: bool = False) -> TinyAgent:
+    torch.manual_seed(0)
+    model = TinyAgent(40, TinyAgentConfig(max_len=64, copy_head=copy_head))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)  # far from the init: a real test of the two paths
+    return model
+
+
+def _qkv_rows(model: TinyAgent) -> list[int]:
+    """Rows each block's qkv projection sees, summed over calls: rows[0] after the code under test."""
+    rows = [0]
+    for block in model.blocks:
+        block.qkv.register_forward_hook(lambda _m, args, _out: rows.__setitem__(0, rows[0] + args[0].numel() // 64))
+    return rows
+
+
+def test_cached_steps_equal_the_full_pass_with_ragged_feeds():
+    model = _agent()
+    ids = torch.randint(4, 40, (4, 20), generator=torch.Generator().manual_seed(1))
+    assert_cached_steps_equal_full_pass(model, ids, ([5, 1, 3, 7], [1, 6, 0, 1], [0, 2, 9, 1], [6, 1, 2, 3],
+                                                     [1, 0, 1, 8]))
+
+
+def test_only_the_fed_tokens_are_computed():
+    """A step where one row feeds an observation (7 tokens) and the others one token or none computes
+    9 token rows per layer, not 4 x 7; the copy head computes the whole grid (README's tools numbers)."""
+    n_new = torch.tensor([7, 1, 0, 1])
+    for copy_head, per_layer in ((False, 9), (True, 28)):
+        model = _agent(copy_head)
+        cache = model.new_cache(4)
+        model.forward_step(torch.randint(4, 40, (4, 3)), torch.tensor([3, 3, 3, 3]), cache)
+        rows = _qkv_rows(model)
+        model.forward_step(torch.randint(4, 40, (4, 7)), n_new, cache)
+        assert rows[0] == per_layer * len(model.blocks)
+        assert cache.lengths.tolist() == [10, 4, 3, 4]
+
+
+def test_a_row_that_feeds_nothing_keeps_its_cache():
+    model = _agent()
+    cache = model.new_cache(2)
+    model.forward_step(torch.randint(4, 40, (2, 5)), torch.tensor([5, 5]), cache)
+    before = [k[1, :, :5].clone() for k in cache.keys + cache.values]
+    model.forward_step(torch.randint(4, 40, (2, 4)), torch.tensor([4, 0]), cache)
+    assert cache.lengths.tolist() == [9, 5]
+    assert all(torch.equal(k[1, :, :5], b) for k, b in zip(cache.keys + cache.values, before))
+    assert all(not k[1, :, 5:64].any() for k in cache.keys + cache.values)  # nothing written past its length
