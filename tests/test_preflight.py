@@ -80,11 +80,13 @@ def test_clean_first_batch_passes_all_nine(first):
     assert failures(first) == set()
 
 
-def test_clean_first_batch_passes_all_nine_with_packed_rows(first, monkeypatch):
-    """algo.pack_rows: every check runs the update's own (packed) forward and still passes."""
+@pytest.mark.parametrize("pack_rows", [True, False])
+def test_clean_first_batch_passes_all_nine_on_packed_and_padded_rows(first, monkeypatch, pack_rows):
+    """Every check runs the update's own forward (packed rows by default, padded with
+    algo.pack_rows=false) and passes either way."""
     calls = count_packed_forwards(monkeypatch)
-    assert failures(first, algo=dataclasses.replace(first.cfg.algo, pack_rows=True)) == set()
-    assert calls[0] > 0
+    assert failures(first, algo=dataclasses.replace(first.cfg.algo, pack_rows=pack_rows)) == set()
+    assert (calls[0] > 0) == pack_rows
 
 
 def test_action_mask_shifted_by_one(first):

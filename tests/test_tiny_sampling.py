@@ -22,7 +22,7 @@ def _qkv_rows(model: TinyAgent) -> list[int]:
     """Rows each block's qkv projection sees, summed over calls: rows[0] after the code under test."""
     rows = [0]
     for block in model.blocks:
-        block.qkv.register_forward_hook(lambda _m, args, _out: rows.__setitem__(0, rows[0] + args[0].numel() // 64))
+        block.qkv.register_forward_hook(lambda _m, args, _out: rows.__setitem__(0, rows[0] + args[0].shape[:-1].numel()))
     return rows
 
 
@@ -56,3 +56,13 @@ def test_a_row_that_feeds_nothing_keeps_its_cache():
     assert cache.lengths.tolist() == [9, 5]
     assert all(torch.equal(k[1, :, :5], b) for k, b in zip(cache.keys + cache.values, before))
     assert all(not k[1, :, 5:64].any() for k in cache.keys + cache.values)  # nothing written past its length
+
+
+def test_a_step_where_no_row_feeds_anything_returns_meaningless_logits_and_keeps_the_cache():
+    model = _agent()
+    cache = model.new_cache(2)
+    model.forward_step(torch.randint(4, 40, (2, 3)), torch.tensor([3, 2]), cache)
+    keys = [k.clone() for k in cache.keys]
+    logits = model.forward_step(torch.zeros(2, 1, dtype=torch.long), torch.tensor([0, 0]), cache)
+    assert logits.shape == (2, 40) and torch.isfinite(logits).all()
+    assert cache.lengths.tolist() == [3, 2] and all(torch.equal(a, b) for a, b in zip(cache.keys, keys))

@@ -3,10 +3,10 @@
 Two forward paths share the weights: `forward` (full causal pass over right-padded sequences, for the
 update) and `forward_step` (incremental pass with a KV cache, for batched sampling). In a sampling step
 every row feeds its own number of new tokens (one sampled token, or a sampled end-of-action token
-followed by the observation), so rows sit at different positions; the fed tokens go through the layers
-flat, without the padding of the [rows, widest feed] grid (a capstone batch feeds 2.3k tokens in a grid
-of 16k cells), the cache is written per row at its own offset, and attention runs per row under a float
-mask that hides what a row must not see.
+followed by the observation), so rows sit at different positions; without a copy head the fed tokens
+go through the layers flat, without the padding of the [rows, widest feed] grid (a capstone batch feeds
+2.3k tokens in a grid of 16k cells; the copy head computes the whole grid), the cache is written per row
+at its own offset, and attention runs per row under a float mask that hides what a row must not see.
 
 With `copy_head` (policy/copy_head.py, the tools env) both paths return the log-probs of a
 pointer-generator mixture instead of plain logits: downstream code applies log_softmax(x / T) to
@@ -205,8 +205,8 @@ class TinyAgent(nn.Module):
 
     def new_cache(self, batch: int) -> KVCache:
         cfg = self.cfg
-        # one slot past max_len, which no real token uses: forward_step writes padded query slots that
-        # would lie past the cache there
+        # one slot past max_len, which no real token uses: with a copy head forward_step computes padded
+        # grid cells too, and those that would lie past the cache write there
         return KVCache(cfg.n_layers, batch, cfg.n_heads, cfg.max_len + 1, cfg.d_model // cfg.n_heads,
                        cfg.copy_dim if cfg.copy_head else 0)
 
@@ -231,23 +231,25 @@ class TinyAgent(nn.Module):
         # and docs/TOOLS.md come from that arithmetic (a row's values differ in the last bits with the
         # number of rows computed), and its steps are the sandbox's time anyway.
         grid = real if self.copy is None else torch.ones_like(real)
-        # A padded cell of a row that feeds fewer tokens (or none: an ended episode near the context's end)
-        # may lie past max_len when another row feeds a long observation: it writes to the spare slot
-        # max_len, which no real token uses (real positions stay below max_len) and no query attends.
+        # With a copy head, a padded cell of a row that feeds fewer tokens (or none: an ended episode near
+        # the context's end) may lie past max_len when another row feeds a long observation: it writes to
+        # the spare slot max_len, which no real token uses (real positions stay below max_len) and no query
+        # attends.
         slots = StepSlots(grid, torch.arange(B)[:, None].expand(B, q)[grid], positions.clamp(max=cfg.max_len)[grid])
         x = x[grid]  # [N, C]
         for layer, block in enumerate(self.blocks):
             x = block.forward_cached(x, cache.keys[layer], cache.values[layer], slots, mask, used)
         if self.copy is None:
             cache.lengths += n_new
+            if not len(x):  # no row fed anything: every row's logits are meaningless
+                return self._logits(x.new_zeros(B, x.shape[-1]))
             # each row's last fed token in x's flat order (a row that fed nothing: a neighbour's; meaningless)
-            return self._logits(x[(n_new.cumsum(0) - 1).clamp(min=0)])
+            return self._logits(x[(real.sum(1).cumsum(0) - 1).clamp(min=0)])
         last = (n_new - 1).clamp(min=0)
         hidden = self.ln_f(x.view(B, q, -1))  # [B, q, C]
-        rows = torch.arange(B)[:, None].expand(B, q)[real]
-        slots = positions[real]
-        cache.ids[rows, slots] = ids[real]
-        cache.copy_keys[rows, slots] = self.copy.key(hidden[real])
+        rows, at = torch.arange(B)[:, None].expand(B, q)[real], positions[real]
+        cache.ids[rows, at] = ids[real]
+        cache.copy_keys[rows, at] = self.copy.key(hidden[real])
         if self.copy.resume:  # the pointer reads the fed tokens in order, as the full pass does
             for i in range(q):
                 advance_resume(cache.resume, ids[:, i], positions[:, i], cache.ids, real[:, i], self.copy.edit_markers)
