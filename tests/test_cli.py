@@ -80,3 +80,14 @@ def test_console_script_exits_quickly_with_mains_status(how, status):
     assert "not reached" not in result.stdout
     assert ("a message" in result.stderr) == (how == "text")
     assert ("thread finished" in result.stdout) == (how == "thread")
+
+
+def test_console_script_under_a_profiler_exits_normally_so_the_profile_is_written(tmp_path):
+    """`python -m cProfile -o FILE` writes FILE after the program returns: the quick exit must not skip it."""
+    script = tmp_path / "console.py"
+    script.write_text(CONSOLE)
+    out = tmp_path / "profile.out"
+    result = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), str(script), "two"],
+                            capture_output=True, text=True, timeout=60)
+    assert "work done" in result.stdout, result.stderr  # (cProfile itself exits 0 after a SystemExit)
+    assert out.exists() and out.stat().st_size > 0

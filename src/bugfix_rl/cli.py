@@ -369,8 +369,10 @@ def console() -> None:
     machine kind after `train`) finalizing the ~3,000 modules a run loads (torch, Hydra, matplotlib).
     Nothing is left for that to do once the atexit handlers (logging, wandb, multiprocessing) have run
     and stdout/stderr are flushed, so the process then ends with os._exit and main()'s exit status. A
-    normal exit is kept while another non-daemon thread runs (Python would wait for it) and for an
-    exception main() does not turn into SystemExit (its traceback is printed as usual)."""
+    normal exit is kept while another non-daemon thread runs (Python would wait for it), under a
+    profiler or tracer (`python -m cProfile`, a debugger, coverage: they write their results after the
+    program returns), and for an exception main() does not turn into SystemExit (its traceback is
+    printed as usual)."""
     try:
         main()
         status = 0
@@ -380,7 +382,8 @@ def console() -> None:
     import os
     import threading
 
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+    watched = sys.getprofile() is not None or sys.gettrace() is not None
+    if watched or any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         raise SystemExit(status)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
