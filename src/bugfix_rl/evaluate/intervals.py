@@ -28,8 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from scipy.stats import norm
-from scipy.stats import t as student_t
+# scipy.special's quantile functions are the ones scipy.stats.norm.ppf and t.ppf call (the same
+# values, checked); importing scipy.stats would add about 0.5 s to every command's start
+from scipy.special import ndtri, stdtrit
 
 
 def _f64(values) -> torch.Tensor:
@@ -39,7 +40,7 @@ def _f64(values) -> torch.Tensor:
 def t_quantile(level: float, df: torch.Tensor) -> torch.Tensor:
     """Student-t quantile at `level` for each df (float64 tensor of df's shape; df = inf gives z)."""
     df = _f64(df)
-    return torch.as_tensor(student_t.ppf(level, df.numpy()), dtype=torch.float64).reshape(df.shape)
+    return torch.as_tensor(stdtrit(df.numpy(), level), dtype=torch.float64).reshape(df.shape)
 
 
 def wilson_interval(mean: torch.Tensor, trials: int, alpha: float = 0.05) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,7 +54,7 @@ def wilson_interval(mean: torch.Tensor, trials: int, alpha: float = 0.05) -> tup
         (lo, hi), each [...]: the mu with (mean - mu)^2 <= z^2 mu (1 - mu) / trials.
     """
     mean = _f64(mean).clamp(0.0, 1.0)
-    z2 = float(norm.ppf(1 - alpha / 2)) ** 2
+    z2 = float(ndtri(1 - alpha / 2)) ** 2
     center = (mean + z2 / (2 * trials)) / (1 + z2 / trials)
     half = (z2 * (mean * (1 - mean) / trials + z2 / (4 * trials**2))).sqrt() / (1 + z2 / trials)
     return (center - half).clamp(min=0.0), (center + half).clamp(max=1.0)
