@@ -200,3 +200,24 @@ def test_a_copy_head_model_updates_on_padded_rows_under_the_default_pack_rows(mo
         moved.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     assert calls[0] == 0
     assert torch.equal(moved[0], moved[1])
+
+
+def test_the_cosine_schedule_sets_each_cloning_steps_learning_rate(monkeypatch):
+    """policy.base.lr_schedule=cosine: step t of n runs at lr (1 + cos(pi t / n)) / 2, by hand for n = 4;
+    constant keeps lr at every step."""
+    import math
+
+    seen = []
+    real_step = torch.optim.Adam.step
+
+    def recording_step(self, *args, **kwargs):
+        seen.append(self.param_groups[0]["lr"])
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", recording_step)
+    demos = _demos(LENGTHS * 2, seed=5)
+    sft_train(_model(), demos, 4, 0.01, 4, torch.Generator().manual_seed(0), lr_schedule="cosine")
+    assert seen == pytest.approx([0.01, 0.01 * (1 + math.sqrt(0.5)) / 2, 0.005, 0.01 * (1 - math.sqrt(0.5)) / 2])
+    seen.clear()
+    sft_train(_model(), demos, 3, 0.01, 4, torch.Generator().manual_seed(0))
+    assert seen == [0.01, 0.01, 0.01]

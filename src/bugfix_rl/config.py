@@ -68,6 +68,7 @@ class BaseRecipeConfig:
     steps: int = 450  # behaviour-cloning steps (600 until the rows were packed: docs/PERFORMANCE.md)
     batch_size: int = 64
     lr: float = 3e-3
+    lr_schedule: str = "constant"  # constant, or cosine: from lr down to 0 over the steps (algo/sft.py)
     length_buckets: bool = False  # random minibatches (packing removes their padding instead)
     pack_rows: int = 160  # each minibatch's demos packed into rows of this many tokens (0, or a copy head: padded)
     p_read: float = 0.12
@@ -414,6 +415,7 @@ CHOICES = {
     "rollout.engine": ("ray", "local"),
     "trainer.strategy": ("single", "ddp", "fsdp"),
     "trainer.backend": ("auto", "gloo", "nccl"),
+    "policy.base.lr_schedule": ("constant", "cosine"),  # algo/sft.py: LR_SCHEDULES
 }
 
 POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "algo.lr", "algo.epochs",

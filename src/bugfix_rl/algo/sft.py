@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -54,9 +55,16 @@ def packed_sft_loss(model, packed: PackedBatch) -> torch.Tensor:
     return (nll * packed.mask).sum() / packed.mask.sum().clamp_min(1)
 
 
+# lr_schedule -> (step t of n, counted from 0) -> the factor on lr for that step
+LR_SCHEDULES: dict[str, Callable[[int, int], float]] = {
+    "constant": lambda t, n: 1.0,
+    "cosine": lambda t, n: 0.5 * (1.0 + math.cos(math.pi * t / n)),  # 1 at the first step, near 0 at the last
+}
+
+
 def sft_train(model, demos: list[Trajectory], steps: int, lr: float, batch_size: int,
               generator: torch.Generator, length_buckets: bool = False, pack_rows: int = 0,
-              on_step: Callable[[float], None] | None = None) -> list[float]:
+              on_step: Callable[[float], None] | None = None, lr_schedule: str = "constant") -> list[float]:
     """`steps` Adam steps on minibatches drawn from `demos`; returns the loss of each step.
 
     on_step: called with each step's loss after the step (a progress bar); it must not draw random
@@ -70,11 +78,16 @@ def sft_train(model, demos: list[Trajectory], steps: int, lr: float, batch_size:
     its longest demo; the same loss (up to float summation order) at a fraction of the work when
     lengths vary. A model that does not take packed rows (a TinyAgent with a copy head) trains on
     padded rows.
+
+    lr_schedule: a name in LR_SCHEDULES; each step's learning rate is lr times its factor.
     """
     pack_rows = pack_rows if getattr(model, "takes_packed_rows", False) else 0
+    schedule = LR_SCHEDULES[lr_schedule]
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses, queue = [], []
-    for _ in range(steps):
+    for step in range(steps):
+        for group in optimizer.param_groups:
+            group["lr"] = lr * schedule(step, steps)
         if length_buckets:
             if not queue:
                 queue = _bucketed_epoch(demos, batch_size, generator)
