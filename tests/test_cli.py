@@ -91,3 +91,31 @@ def test_console_script_under_a_profiler_exits_normally_so_the_profile_is_writte
                             capture_output=True, text=True, timeout=60)
     assert "work done" in result.stdout, result.stderr  # (cProfile itself exits 0 after a SystemExit)
     assert out.exists() and out.stat().st_size > 0
+
+
+def test_console_script_with_stdout_closed_exits_with_mains_status():
+    """`bugfix-rl ... >&-`: sys.stdout is None; the quick exit must not trip over it."""
+    result = subprocess.run([sys.executable, "-c", CONSOLE, "ok"], stdout=None, stderr=subprocess.PIPE, text=True,
+                            timeout=60, preexec_fn=lambda: os.close(1))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_console_script_flushes_what_c_code_printed():
+    """Output of C code (stdio, e.g. a library's log lines) sits in the C library's buffer when stdout is a
+    pipe; C's exit() flushes it, and so must the quick exit."""
+    script = CONSOLE.replace('print("work done", flush=False)',
+                             'print("work done", flush=True); __import__("ctypes").CDLL(None).printf(b"from C\\n")')
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    result = subprocess.run([sys.executable, "-c", script, "ok"], capture_output=True, text=True, timeout=60, env=buffered)
+    assert result.returncode == 0, result.stderr
+    assert "from C" in result.stdout
+
+
+def test_a_train_or_eval_process_never_imports_scipy_stats():
+    """scipy.stats costs 0.84 s to import (2-core Xeon); the commands' modules use scipy.special's
+    quantiles and import scipy.stats only inside the functions that need it (McNemar, power)."""
+    code = ("import sys, bugfix_rl.cli, bugfix_rl.train, bugfix_rl.commands, bugfix_rl.preflight, "
+            "bugfix_rl.evaluate.tables, bugfix_rl.evaluate.power; print('scipy.stats' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "False", result.stderr

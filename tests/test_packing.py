@@ -221,3 +221,12 @@ def test_the_cosine_schedule_sets_each_cloning_steps_learning_rate(monkeypatch):
     seen.clear()
     sft_train(_model(), demos, 3, 0.01, 4, torch.Generator().manual_seed(0))
     assert seen == [0.01, 0.01, 0.01]
+
+
+def test_the_config_offers_the_schedules_sft_knows():
+    from bugfix_rl.algo.sft import LR_SCHEDULES
+    from bugfix_rl.config import CHOICES
+
+    assert set(CHOICES["policy.base.lr_schedule"]) == set(CHOICES["policy.tools_base.lr_schedule"]) == set(LR_SCHEDULES)
+    with pytest.raises(ValueError, match="valid: constant, cosine"):
+        sft_train(_model(), _demos(), 1, 0.01, 4, torch.Generator().manual_seed(0), lr_schedule="linear")

@@ -15,6 +15,7 @@ Ctrl-C prints one line (for train: the last checkpoint and the command that resu
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -371,27 +372,42 @@ def console() -> None:
     and stdout/stderr are flushed, so the process then ends with os._exit and main()'s exit status. A
     normal exit is kept while another non-daemon thread runs (Python would wait for it), under a
     profiler or tracer (`python -m cProfile`, a debugger, coverage: they write their results after the
-    program returns), and for an exception main() does not turn into SystemExit (its traceback is
-    printed as usual)."""
+    program returns) or `python -i`, for a status outside 0-255, and for an exception main() does not
+    turn into SystemExit (its traceback is printed as usual). The C library's stdio buffers (output of
+    C and C++ code) are flushed too, as C's exit() would."""
     try:
         main()
         status = 0
     except SystemExit as done:
         status = exit_status(done.code)
     import atexit
-    import os
     import threading
 
-    watched = sys.getprofile() is not None or sys.gettrace() is not None
-    if watched or any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+    if _exit_needs_python(status) or any(t.is_alive() and not t.daemon for t in threading.enumerate()
+                                         if t is not threading.main_thread()):
         raise SystemExit(status)
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
+    for stream in {sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__} - {None}:  # None: the fd was closed
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe or stream: Python's own exit would not print more either
             pass
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)  # C stdio: what C's exit() flushes and os._exit does not
+    except (OSError, AttributeError):
+        pass
     os._exit(status)
+
+
+def _exit_needs_python(status: int) -> bool:
+    """Whether the process must end through Python's own exit: a profiler, tracer or monitoring tool
+    (cProfile, coverage, a debugger) writes its results then, `python -i` opens its prompt then, and
+    os._exit takes only a status in 0-255."""
+    monitored = hasattr(sys, "monitoring") and any(sys.monitoring.get_tool(i) for i in range(6))  # Python >= 3.12
+    return (sys.getprofile() is not None or sys.gettrace() is not None or monitored or bool(sys.flags.inspect)
+            or bool(os.environ.get("PYTHONINSPECT")) or not 0 <= status <= 255)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ class BaseRecipeConfig:
     steps: int = 450  # behaviour-cloning steps (600 until the rows were packed: docs/PERFORMANCE.md)
     batch_size: int = 64
     lr: float = 3e-3
-    lr_schedule: str = "constant"  # constant, or cosine: from lr down to 0 over the steps (algo/sft.py)
+    lr_schedule: str = "constant"  # constant, or cosine: from lr to near 0 at the last step (algo/sft.py)
     length_buckets: bool = False  # random minibatches (packing removes their padding instead)
     pack_rows: int = 160  # each minibatch's demos packed into rows of this many tokens (0, or a copy head: padded)
     p_read: float = 0.12
@@ -97,6 +97,7 @@ class ToolsBaseRecipeConfig:
     steps: int = 1400  # behaviour-cloning steps
     batch_size: int = 32
     lr: float = 3e-3
+    lr_schedule: str = "constant"  # as policy.base.lr_schedule
     length_buckets: bool = True  # minibatches of demos of similar length (episodes vary 2-3x)
     pack_rows: int = 0  # no packing: the copy head reads each episode as one whole sequence
     p_read: float = 0.3
@@ -415,7 +416,8 @@ CHOICES = {
     "rollout.engine": ("ray", "local"),
     "trainer.strategy": ("single", "ddp", "fsdp"),
     "trainer.backend": ("auto", "gloo", "nccl"),
-    "policy.base.lr_schedule": ("constant", "cosine"),  # algo/sft.py: LR_SCHEDULES
+    "policy.base.lr_schedule": ("constant", "cosine"),  # algo/sft.py: LR_SCHEDULES (test_packing checks they agree)
+    "policy.tools_base.lr_schedule": ("constant", "cosine"),
 }
 
 POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "algo.lr", "algo.epochs",

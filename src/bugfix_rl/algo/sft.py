@@ -82,6 +82,8 @@ def sft_train(model, demos: list[Trajectory], steps: int, lr: float, batch_size:
     lr_schedule: a name in LR_SCHEDULES; each step's learning rate is lr times its factor.
     """
     pack_rows = pack_rows if getattr(model, "takes_packed_rows", False) else 0
+    if lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule={lr_schedule!r}; valid: {', '.join(LR_SCHEDULES)}")
     schedule = LR_SCHEDULES[lr_schedule]
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses, queue = [], []

@@ -247,7 +247,7 @@ def _build(tokenizer: Tokenizer, recipe, arch: TinyAgentConfig, env_name: str, e
                 sft_train(model, demos, recipe.steps, recipe.lr, recipe.batch_size,
                           torch.Generator().manual_seed(recipe.seed),
                           length_buckets=recipe.length_buckets, pack_rows=recipe.pack_rows,
-                          lr_schedule=getattr(recipe, "lr_schedule", "constant"),
+                          lr_schedule=recipe.lr_schedule,
                           on_step=lambda loss: advance(f"loss {loss:.3f}"))
     finally:
         torch.set_num_threads(threads)
