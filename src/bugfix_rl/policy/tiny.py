@@ -76,22 +76,24 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model))
 
     def _heads(self, x: torch.Tensor):
-        B, T, C = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(C, dim=-1)
-        shape = (B, T, self.n_heads, C // self.n_heads)
-        return (t.view(shape).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hd) each
+        """x [..., C] -> q, k, v, each [..., H, hd]."""
+        C = x.shape[-1]
+        return (t.unflatten(-1, (self.n_heads, C // self.n_heads)) for t in self.qkv(self.ln1(x)).split(C, dim=-1))
 
-    def _finish(self, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
-        B, H, T, hd = attn.shape
-        x = x + self.proj(attn.transpose(1, 2).reshape(B, T, H * hd))
+    def _finish(self, x: torch.Tensor, merged: torch.Tensor) -> torch.Tensor:
+        """x [..., C] and the attention output with its heads merged [..., C] -> the block's output."""
+        x = x + self.proj(merged)
         return x + self.mlp(self.ln2(x))
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
         """x [B, T, C]; attn_mask [B, 1, T, T] bool (True: may attend), None: causal."""
-        q, k, v = self._heads(x)
+        B, T, C = x.shape
+        q, k, v = (t.transpose(1, 2) for t in self._heads(x))  # (B, H, T, hd) each
         if attn_mask is None:
-            return self._finish(x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
-        return self._finish(x, F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask))
+            attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            attn = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        return self._finish(x, attn.transpose(1, 2).reshape(B, T, C))
 
     def forward_cached(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, slots: "StepSlots",
                        mask: torch.Tensor, used: int) -> torch.Tensor:
@@ -99,16 +101,14 @@ class Block(nn.Module):
         cells in row-major order); keys, values [B, H, capacity, hd] (this layer's cache, written at
         each slot's row and position); mask [B, 1, q, used] float."""
         N, C = x.shape
-        q, k, v = (t.view(N, self.n_heads, C // self.n_heads)
-                   for t in self.qkv(self.ln1(x)).split(C, dim=-1))  # [N, H, hd] each
+        q, k, v = self._heads(x)  # [N, H, hd] each
         keys[slots.rows, :, slots.write_at] = k
         values[slots.rows, :, slots.write_at] = v
         queries = q.new_zeros(*slots.grid.shape, *q.shape[1:])  # [B, q, H, hd]: attention runs per row
         queries[slots.grid] = q
         attn = F.scaled_dot_product_attention(queries.transpose(1, 2), keys[:, :, :used], values[:, :, :used],
                                               attn_mask=mask)  # [B, H, q, hd]
-        x = x + self.proj(attn.transpose(1, 2)[slots.grid].reshape(N, C))
-        return x + self.mlp(self.ln2(x))
+        return self._finish(x, attn.transpose(1, 2)[slots.grid].reshape(N, C))
 
 
 @dataclass
