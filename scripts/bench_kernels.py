@@ -1,12 +1,12 @@
-"""The cost of portable kernels: seconds per GRPO step with BUGFIX_RL_KERNELS=portable vs native.
+"""The cost of pinned kernels: seconds per GRPO step with each BUGFIX_RL_KERNELS mode (kernels.py).
 
-    .venv/bin/python scripts/bench_kernels.py [--steps 20] [--repeats 3] [--threads 2]
+    .venv/bin/python scripts/bench_kernels.py [--steps 20] [--repeats 3] [--threads 2] [--modes portable compatible native]
 
-The kernels are chosen before torch loads, so each measurement runs in a child process; the two modes
-alternate (portable, native, portable, ...) so a busy machine slows both alike. Every child starts
+The kernels are chosen before torch loads, so each measurement runs in a child process; the modes
+alternate (portable, compatible, native, portable, ...) so a busy machine slows them alike. Every child starts
 from the same weights (the cached portable RL base, built first if missing), trains --steps GRPO
 steps of the capstone workload (64 episodes) from seed 0 and reports its median step; the script
-prints each mode's best repeat and the ratio. The two modes' trajectories differ after the first
+prints each mode's best repeat and its ratio to the first mode's. The modes' trajectories differ after the first
 rounding difference, so their episode lengths are printed too: compare like with like.
 """
 
@@ -63,7 +63,7 @@ save_checkpoint(sys.argv[1], model_tensors(make_rl_base(build_tokenizer(make_tas
 def run(code: str, mode: str, *args: str) -> str:
     from bugfix_rl.kernels import PORTABLE_ENV  # kernels.py loads no torch
 
-    env = {k: v for k, v in os.environ.items() if k not in PORTABLE_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in PORTABLE_ENV}  # every mode pins these names
     out = subprocess.run([sys.executable, "-c", code, *args], env={**env, "BUGFIX_RL_KERNELS": mode},
                          capture_output=True, text=True, check=True)
     return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
@@ -74,23 +74,24 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--modes", nargs="+", default=["portable", "compatible", "native"])
     args = parser.parse_args()
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         start = os.path.join(tmp, "start.safetensors")
         run(BASE, "portable", start)
-        results: dict[str, list[dict]] = {"portable": [], "native": []}
+        results: dict[str, list[dict]] = {mode: [] for mode in args.modes}
         for r in range(args.repeats):
             for mode in results:
                 res = json.loads(run(CHILD, mode, start, str(args.steps), str(args.threads)))
                 results[mode].append(res)
-                print(f"repeat {r} {mode:8s} ({res['kernels']}): median step {res['step']:.3f} s = sampling"
+                print(f"repeat {r} {mode:10s} ({res['kernels']}): median step {res['step']:.3f} s = sampling"
                       f" {res['sample']:.3f} + update {res['update']:.3f} (mean episode {res['length']:.1f} tokens)")
-    best = {mode: min(rs, key=lambda x: x["step"]) for mode, rs in results.items()}
-    print(f"best of {args.repeats}, {args.steps} steps of 64 episodes, {args.threads} threads: portable"
-          f" {best['portable']['step']:.3f} s, native {best['native']['step']:.3f} s, portable / native"
-          f" {best['portable']['step'] / best['native']['step']:.2f}x")
+    best = {mode: min(rs, key=lambda x: x["step"])["step"] for mode, rs in results.items()}
+    first = args.modes[0]
+    print(f"best of {args.repeats}, {args.steps} steps of 64 episodes, {args.threads} threads: "
+          + ", ".join(f"{mode} {best[mode]:.3f} s ({best[mode] / best[first]:.2f}x {first})" for mode in args.modes))
 
 
 if __name__ == "__main__":

@@ -230,3 +230,46 @@ def test_the_config_offers_the_schedules_sft_knows():
     assert set(CHOICES["policy.base.lr_schedule"]) == set(CHOICES["policy.tools_base.lr_schedule"]) == set(LR_SCHEDULES)
     with pytest.raises(ValueError, match="valid: constant, cosine"):
         sft_train(_model(), _demos(), 1, 0.01, 4, torch.Generator().manual_seed(0), lr_schedule="linear")
+
+
+def test_behaviour_cloning_gives_the_bytes_of_a_per_tensor_adam_loop():
+    """sft_train's foreach Adam and gradient clipping compute what torch's default per-tensor loops do,
+    bit for bit (the RL base's bytes did not move when sft_train switched to them)."""
+    demos, steps = _demos(), 4
+    torch.manual_seed(0)
+    model = _model()
+    sft_train(model, demos, steps, 3e-3, 4, torch.Generator().manual_seed(1), pack_rows=16)
+    torch.manual_seed(0)
+    reference = _model()
+    optimizer, generator = torch.optim.Adam(reference.parameters(), lr=3e-3, foreach=False), torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        chosen = [demos[i] for i in torch.randperm(len(demos), generator=generator)[:4].tolist()]
+        loss = packed_sft_loss(reference, pack(chosen, 16))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(reference.parameters(), 1.0, foreach=False)
+        optimizer.step()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert torch.equal(p, q), name
+
+
+def test_collate_pads_each_episode_as_row_by_row_copies_do():
+    rng = random.Random(3)
+    trajectories = [Trajectory([rng.randrange(1, 50) for _ in range(n)], [rng.random() < 0.3 for _ in range(n)],
+                               [rng.uniform(-3, 0) for _ in range(n)], float(n % 2), n % 3, None)
+                    for n in (5, 1, 9, 9, 0, 3)]
+    batch = collate(trajectories, pad_id=7)
+    T = 9
+    for row, t in enumerate(trajectories):
+        n = len(t.ids)
+        assert batch.ids[row].tolist() == t.ids + [7] * (T - n)
+        assert torch.equal(batch.mask[row], torch.cat([torch.tensor(t.policy_mask, dtype=torch.float), torch.zeros(T - n)])[1:])
+        assert torch.equal(batch.old_logp[row], torch.cat([torch.tensor(t.sampler_logp), torch.zeros(T - n)])[1:])
+    assert batch.rewards.tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 1.0] and batch.groups.tolist() == [2, 1, 0, 0, 0, 0]
+
+
+def test_collate_refuses_an_episode_whose_mask_or_log_probs_are_not_its_length():
+    good = Trajectory([1, 2, 3], [False, True, True], [0.0, -1.0, -2.0], 1.0, 0, None)
+    short = Trajectory([1, 2, 3], [False, True], [0.0, -1.0, -2.0], 1.0, 0, None)
+    with pytest.raises(ValueError, match="3 ids has 2 mask entries"):
+        collate([good, short])

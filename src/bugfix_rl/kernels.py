@@ -5,10 +5,17 @@ they find (AVX2, AVX-512, ...), and each path rounds differently: the same seed 
 another RL base and other README numbers on another CPU. `BUGFIX_RL_KERNELS` chooses:
 
 - `portable` (default): all three pinned to AVX2 (`ATEN_CPU_CAPABILITY=avx2`, MKL's conditional
-  numerical reproducibility `MKL_CBWR=AVX2`, `ONEDNN_MAX_CPU_ISA=AVX2`), so an x86-64 CPU with AVX2
-  or AVX-512, Intel or AMD, computes the same bytes for the same seed and thread count. Measured on
-  a 2-core AVX-512 Xeon: a GRPO step costs 1.14x and 1.23x the native one in two runs of
-  `scripts/bench_kernels.py`.
+  numerical reproducibility `MKL_CBWR=AVX2`, `ONEDNN_MAX_CPU_ISA=AVX2`), so Intel x86-64 CPUs with
+  AVX2 or AVX-512 compute the same bytes for the same seed and thread count. MKL honours a named
+  branch other than COMPATIBLE only on Intel CPUs: on an AMD EPYC (family 25, model 17) `MKL_VERBOSE`
+  reports `CNR:AUTO` for `MKL_CBWR=AVX2`, and its matrix products round otherwise, so an AMD CPU
+  computes bytes of its own (kernel_signature names the CPU then). Measured on a 2-core AVX-512
+  Xeon: a GRPO step costs 1.14x and 1.23x the native one in two runs of `scripts/bench_kernels.py`.
+- `compatible`: as portable, with MKL on its COMPATIBLE branch (`MKL_CBWR=COMPATIBLE`: SSE2 without
+  the approximate rcpps/rsqrtps, the branch MKL runs alike on Intel and other CPUs), meant for the
+  same bytes on Intel and AMD CPUs (its hash is recorded on the AMD EPYC, not yet compared on an Intel
+  CPU: tests/test_golden.py); its matrix products cost more (a behaviour-cloning step of the RL base
+  2.2x the portable one on the AMD EPYC: docs/PERFORMANCE.md).
 - `native`: whatever the CPU offers; faster, and the same bytes only on the same CPU model.
 
 A variable the user set already is left as it is. On a CPU that is not x86-64, or one without AVX2 and
@@ -22,8 +29,10 @@ import platform
 import sys
 import warnings
 
-MODES = ("portable", "native")
+MODES = ("portable", "compatible", "native")
 PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+# mode -> the variables it pins (native pins nothing)
+MODE_ENV = {"portable": PORTABLE_ENV, "compatible": {**PORTABLE_ENV, "MKL_CBWR": "COMPATIBLE"}, "native": {}}
 
 
 def requested_mode() -> str:
@@ -53,16 +62,16 @@ def pinnable() -> bool:
 
 
 def pin_kernels() -> None:
-    """Set PORTABLE_ENV (where unset) when the portable mode is asked for on an x86-64 CPU with AVX2
-    and FMA (torch obeys ATEN_CPU_CAPABILITY without checking the CPU: on one without AVX2 the pin
+    """Set the requested mode's MODE_ENV (where unset) on an x86-64 CPU with AVX2 and FMA (torch obeys ATEN_CPU_CAPABILITY without checking the CPU: on one without AVX2 the pin
     would crash, so such a CPU runs its native kernels). torch must not be loaded yet, or its ATen
     choice is already made: a warning says so, and kernel_signature reports what runs."""
-    if requested_mode() != "portable" or not pinnable():
+    pins = MODE_ENV.get(requested_mode(), {})
+    if not pins or not pinnable():
         return
     if "torch" in sys.modules:
         warnings.warn("torch was imported before bugfix_rl: its CPU kernels are not pinned (import bugfix_rl first)",
                       stacklevel=3)
-    for name, value in PORTABLE_ENV.items():
+    for name, value in pins.items():
         os.environ.setdefault(name, value)
 
 
@@ -71,9 +80,26 @@ def kernel_signature() -> str:
     key and of every run's recorded versions, so weights built on other kernels are never mixed in."""
     import torch
 
-    mkl = os.environ.get("MKL_CBWR", "auto") if torch.backends.mkl.is_available() else "none"
+    mkl = mkl_branch() if torch.backends.mkl.is_available() else "none"
     onednn = os.environ.get("ONEDNN_MAX_CPU_ISA", "auto") if torch.backends.mkldnn.is_available() else "none"
     return f"aten={torch.backends.cpu.get_cpu_capability()} mkl_cbwr={mkl} onednn={onednn}"
+
+
+def mkl_branch() -> str:
+    """The MKL code branch in effect: MKL_CBWR as set, except that a named branch other than COMPATIBLE
+    runs as MKL's AUTO branch on a CPU that is not Intel's, whose code follows the CPU: then
+    'AUTO(<vendor> <family>/<model>)', e.g. 'AUTO(AuthenticAMD 25/17)'."""
+    requested = os.environ.get("MKL_CBWR", "auto")
+    branch = requested.split(",")[0].strip().upper().removeprefix("BRANCH=")
+    vendor = _cpuinfo("vendor_id")
+    if branch in ("AUTO", "COMPATIBLE") or vendor in (None, "GenuineIntel"):
+        return requested
+    return f"AUTO({vendor} {_cpuinfo('cpu family')}/{_cpuinfo('model')})"
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor id (Linux: /proc/cpuinfo), e.g. GenuineIntel or AuthenticAMD; 'unknown' elsewhere."""
+    return _cpuinfo("vendor_id") or "unknown"
 
 
 def cpu_model() -> str:

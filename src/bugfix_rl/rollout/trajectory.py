@@ -78,15 +78,19 @@ class Batch:
 def collate(trajectories: list[Trajectory], pad_id: int = 0) -> Batch:
     """Pad to the longest episode and align masks/log-probs with ids[:, 1:]."""
     B = len(trajectories)
-    T = max(len(t.ids) for t in trajectories)
+    lengths = [len(t.ids) for t in trajectories]
+    T = max(lengths)
+    for t, n in zip(trajectories, lengths):
+        if len(t.policy_mask) != n or len(t.sampler_logp) != n:
+            raise ValueError(f"a trajectory of {n} ids has {len(t.policy_mask)} mask entries and "
+                             f"{len(t.sampler_logp)} log-probs")
+    real = torch.arange(T) < torch.tensor(lengths)[:, None]  # [B, T]; filled row by row, like the lists below
     ids = torch.full((B, T), pad_id, dtype=torch.long)
     mask = torch.zeros(B, T)
     logp = torch.zeros(B, T)
-    for row, traj in enumerate(trajectories):
-        n = len(traj.ids)
-        ids[row, :n] = torch.tensor(traj.ids)
-        mask[row, :n] = torch.tensor(traj.policy_mask, dtype=torch.float)
-        logp[row, :n] = torch.tensor(traj.sampler_logp)
+    ids[real] = torch.tensor([i for t in trajectories for i in t.ids], dtype=torch.long)
+    mask[real] = torch.tensor([m for t in trajectories for m in t.policy_mask], dtype=torch.float)
+    logp[real] = torch.tensor([x for t in trajectories for x in t.sampler_logp], dtype=torch.float)
     rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float)
     groups = torch.tensor([t.group for t in trajectories], dtype=torch.long)
     return Batch(ids, mask[:, 1:], logp[:, 1:], rewards, groups, torch.zeros(B), pad_id)

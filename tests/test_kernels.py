@@ -1,0 +1,61 @@
+"""kernels.py: which variables each BUGFIX_RL_KERNELS mode pins, and the MKL branch it reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bugfix_rl import kernels
+from bugfix_rl.kernels import MODE_ENV, PORTABLE_ENV, mkl_branch, pinnable
+
+
+def fake_cpu(monkeypatch, vendor: str, family: str = "25", model: str = "17"):
+    fields = {"vendor_id": vendor, "cpu family": family, "model": model}
+    monkeypatch.setattr(kernels, "_cpuinfo", fields.get)
+
+
+@pytest.mark.parametrize("requested", ["AVX2", "AVX512,STRICT", "BRANCH=AVX2"])
+def test_a_named_branch_runs_as_mkls_auto_branch_on_a_cpu_that_is_not_intels(monkeypatch, requested):
+    monkeypatch.setenv("MKL_CBWR", requested)
+    fake_cpu(monkeypatch, "GenuineIntel", "6", "106")
+    assert mkl_branch() == requested
+    fake_cpu(monkeypatch, "AuthenticAMD")
+    assert mkl_branch() == "AUTO(AuthenticAMD 25/17)"
+    fake_cpu(monkeypatch, "AuthenticAMD", "23", "49")  # another AMD family: another key
+    assert mkl_branch() == "AUTO(AuthenticAMD 23/49)"
+
+
+@pytest.mark.parametrize("requested", ["COMPATIBLE", "compatible,STRICT", "AUTO"])
+def test_compatible_and_auto_are_reported_as_set_on_any_vendor(monkeypatch, requested):
+    monkeypatch.setenv("MKL_CBWR", requested)
+    fake_cpu(monkeypatch, "AuthenticAMD")
+    assert mkl_branch() == requested
+
+
+def test_the_modes_pin_the_same_names_and_compatible_moves_mkl_only():
+    assert MODE_ENV["portable"] == PORTABLE_ENV and MODE_ENV["native"] == {}
+    assert set(MODE_ENV["compatible"]) == set(PORTABLE_ENV)
+    assert {k for k in PORTABLE_ENV if MODE_ENV["compatible"][k] != PORTABLE_ENV[k]} == {"MKL_CBWR"}
+    assert MODE_ENV["compatible"]["MKL_CBWR"] == "COMPATIBLE"
+
+
+@pytest.mark.skipif(not pinnable(), reason="the pinned kernels are those of x86-64 CPUs with AVX2")
+@pytest.mark.parametrize("mode", ["portable", "compatible", "native"])
+def test_each_mode_sets_its_variables_before_torch_loads(mode):
+    """A fresh interpreter with BUGFIX_RL_KERNELS=mode: the pinned variables and what torch then runs."""
+    code = ("import json, os, bugfix_rl, torch; from bugfix_rl.kernels import kernel_signature, PORTABLE_ENV; "
+            "print(json.dumps({'env': {k: os.environ.get(k) for k in PORTABLE_ENV}, "
+            "'aten': torch.backends.cpu.get_cpu_capability(), 'signature': kernel_signature()}))")
+    env = {**{k: v for k, v in os.environ.items() if k not in PORTABLE_ENV}, "BUGFIX_RL_KERNELS": mode}
+    out = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                    check=True, timeout=120).stdout)
+    assert out["env"] == {k: MODE_ENV[mode].get(k) for k in PORTABLE_ENV}
+    if mode == "native":
+        assert "mkl_cbwr=auto" in out["signature"]
+    else:
+        assert out["aten"] == "AVX2" and "onednn=AVX2" in out["signature"]
+        assert ("mkl_cbwr=COMPATIBLE" in out["signature"]) == (mode == "compatible")
