@@ -61,9 +61,9 @@ save_checkpoint(sys.argv[1], model_tensors(make_rl_base(build_tokenizer(make_tas
 
 
 def run(code: str, mode: str, *args: str) -> str:
-    from bugfix_rl.kernels import PORTABLE_ENV  # kernels.py loads no torch
+    from bugfix_rl.kernels import PINNED_NAMES  # kernels.py loads no torch
 
-    env = {k: v for k, v in os.environ.items() if k not in PORTABLE_ENV}  # every mode pins these names
+    env = {k: v for k, v in os.environ.items() if k not in PINNED_NAMES}
     out = subprocess.run([sys.executable, "-c", code, *args], env={**env, "BUGFIX_RL_KERNELS": mode},
                          capture_output=True, text=True, check=True)
     return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""

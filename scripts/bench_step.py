@@ -75,7 +75,9 @@ _REPEAT_LINE = re.compile(r"repeat 0: median over \d+ steps: step ([\d.]+) s = s
 
 def one_round(checkout: Path, steps: int, threads: int, kernels: str | None) -> dict:
     """One repeat of `checkout`'s own bench_step.py in a fresh process on that checkout's code."""
-    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+    from bugfix_rl.kernels import PINNED_NAMES  # this process's pins must not reach the child: it pins its own
+
+    env = {**{k: v for k, v in os.environ.items() if k not in PINNED_NAMES}, "PYTHONPATH": str(checkout / "src")}
     if kernels:
         env["BUGFIX_RL_KERNELS"] = kernels
     where = subprocess.run([sys.executable, "-c", "import bugfix_rl; print(bugfix_rl.__file__)"], env=env,

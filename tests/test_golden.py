@@ -22,7 +22,7 @@ import sys
 import pytest
 
 from bugfix_rl.checkpoint import load_checkpoint
-from bugfix_rl.kernels import MODE_ENV, _cpuinfo, cpu_vendor, pinnable
+from bugfix_rl.kernels import PINNED_NAMES, _cpuinfo, cpu_vendor, pinnable
 
 INTEL = "GenuineIntel"
 AMD_EPYC_25_17 = "AuthenticAMD 25/17"
@@ -56,7 +56,7 @@ def weights_digest(path) -> str:
 @pytest.mark.parametrize("mode,threads", [("portable", 1), ("portable", 2), ("compatible", 1)])
 def test_a_seeded_smoke_run_hashes_to_the_committed_value(tmp_path, mode, threads):
     expected = GOLDEN.get((mode, this_cpu()))
-    env = {**{k: v for k, v in os.environ.items() if k not in MODE_ENV["portable"]}, "BUGFIX_RL_KERNELS": mode}
+    env = {**{k: v for k, v in os.environ.items() if k not in PINNED_NAMES}, "BUGFIX_RL_KERNELS": mode}
     result = subprocess.run(
         [sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=smoke", "seed=0", f"threads={threads}",
          "policy.base.episodes=32", "policy.base.steps=8", f"policy.cache_dir={tmp_path}/cache",

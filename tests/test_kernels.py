@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from bugfix_rl import kernels
-from bugfix_rl.kernels import MODE_ENV, PORTABLE_ENV, mkl_branch, pinnable
+from bugfix_rl.kernels import MODE_ENV, PINNED_NAMES, PORTABLE_ENV, mkl_branch, pinnable
 
 
 def fake_cpu(monkeypatch, vendor: str, family: str = "25", model: str = "17"):
@@ -29,16 +29,30 @@ def test_a_named_branch_runs_as_mkls_auto_branch_on_a_cpu_that_is_not_intels(mon
     assert mkl_branch() == "AUTO(AuthenticAMD 23/49)"
 
 
-@pytest.mark.parametrize("requested", ["COMPATIBLE", "compatible,STRICT", "AUTO"])
-def test_compatible_and_auto_are_reported_as_set_on_any_vendor(monkeypatch, requested):
-    monkeypatch.setenv("MKL_CBWR", requested)
+def test_auto_carries_the_cpu_and_compatible_its_vendor(monkeypatch):
+    """AUTO's code follows the CPU (native mode leaves MKL_CBWR unset: AUTO); COMPATIBLE is meant to be
+    one vendor-independent branch, but carries the vendor until tests/test_golden.py has seen Intel's."""
     fake_cpu(monkeypatch, "AuthenticAMD")
-    assert mkl_branch() == requested
+    for requested, expected in [("COMPATIBLE", "COMPATIBLE(AuthenticAMD)"),
+                                ("compatible,STRICT", "compatible,STRICT(AuthenticAMD)"),
+                                ("AUTO", "AUTO(AuthenticAMD 25/17)")]:
+        monkeypatch.setenv("MKL_CBWR", requested)
+        assert mkl_branch() == expected
+    monkeypatch.delenv("MKL_CBWR")
+    assert mkl_branch() == "AUTO(AuthenticAMD 25/17)"
+    fake_cpu(monkeypatch, "GenuineIntel", "6", "106")
+    assert mkl_branch() == "AUTO(GenuineIntel 6/106)"
+
+
+def test_without_cpuinfo_the_branch_is_reported_as_set(monkeypatch):
+    monkeypatch.setattr(kernels, "_cpuinfo", lambda field: None)
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    assert mkl_branch() == "AVX2"
 
 
 def test_the_modes_pin_the_same_names_and_compatible_moves_mkl_only():
     assert MODE_ENV["portable"] == PORTABLE_ENV and MODE_ENV["native"] == {}
-    assert set(MODE_ENV["compatible"]) == set(PORTABLE_ENV)
+    assert set(MODE_ENV["compatible"]) == set(PORTABLE_ENV) == PINNED_NAMES
     assert {k for k in PORTABLE_ENV if MODE_ENV["compatible"][k] != PORTABLE_ENV[k]} == {"MKL_CBWR"}
     assert MODE_ENV["compatible"]["MKL_CBWR"] == "COMPATIBLE"
 
@@ -50,12 +64,12 @@ def test_each_mode_sets_its_variables_before_torch_loads(mode):
     code = ("import json, os, bugfix_rl, torch; from bugfix_rl.kernels import kernel_signature, PORTABLE_ENV; "
             "print(json.dumps({'env': {k: os.environ.get(k) for k in PORTABLE_ENV}, "
             "'aten': torch.backends.cpu.get_cpu_capability(), 'signature': kernel_signature()}))")
-    env = {**{k: v for k, v in os.environ.items() if k not in PORTABLE_ENV}, "BUGFIX_RL_KERNELS": mode}
+    env = {**{k: v for k, v in os.environ.items() if k not in PINNED_NAMES}, "BUGFIX_RL_KERNELS": mode}
     out = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                     check=True, timeout=120).stdout)
     assert out["env"] == {k: MODE_ENV[mode].get(k) for k in PORTABLE_ENV}
     if mode == "native":
-        assert "mkl_cbwr=auto" in out["signature"]
+        assert "mkl_cbwr=AUTO(" in out["signature"]
     else:
         assert out["aten"] == "AVX2" and "onednn=AVX2" in out["signature"]
         assert ("mkl_cbwr=COMPATIBLE" in out["signature"]) == (mode == "compatible")

@@ -2,6 +2,6 @@
 
 from bugfix_rl.kernels import pin_kernels
 
-pin_kernels()  # before torch loads: the same bytes on any x86-64 CPU (kernels.py)
+pin_kernels()  # before torch loads: the same bytes on CPUs that run the same pinned kernels (kernels.py)
 
 __version__ = "0.1.0"

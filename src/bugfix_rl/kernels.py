@@ -6,7 +6,8 @@ another RL base and other README numbers on another CPU. `BUGFIX_RL_KERNELS` cho
 
 - `portable` (default): all three pinned to AVX2 (`ATEN_CPU_CAPABILITY=avx2`, MKL's conditional
   numerical reproducibility `MKL_CBWR=AVX2`, `ONEDNN_MAX_CPU_ISA=AVX2`), so Intel x86-64 CPUs with
-  AVX2 or AVX-512 compute the same bytes for the same seed and thread count. MKL honours a named
+  AVX2 or AVX-512 run the same code paths and should compute the same bytes for the same seed and
+  thread count (recorded on one Xeon model so far: tests/test_golden.py). MKL honours a named
   branch other than COMPATIBLE only on Intel CPUs: on an AMD EPYC (family 25, model 17) `MKL_VERBOSE`
   reports `CNR:AUTO` for `MKL_CBWR=AVX2`, and its matrix products round otherwise, so an AMD CPU
   computes bytes of its own (kernel_signature names the CPU then). Measured on a 2-core AVX-512
@@ -15,7 +16,7 @@ another RL base and other README numbers on another CPU. `BUGFIX_RL_KERNELS` cho
   the approximate rcpps/rsqrtps, the branch MKL runs alike on Intel and other CPUs), meant for the
   same bytes on Intel and AMD CPUs (its hash is recorded on the AMD EPYC, not yet compared on an Intel
   CPU: tests/test_golden.py); its matrix products cost more (a behaviour-cloning step of the RL base
-  2.2x the portable one on the AMD EPYC: docs/PERFORMANCE.md).
+  1.9-2.2x the portable one on the AMD EPYC: docs/PERFORMANCE.md).
 - `native`: whatever the CPU offers; faster, and the same bytes only on the same CPU model.
 
 A variable the user set already is left as it is. On a CPU that is not x86-64, or one without AVX2 and
@@ -33,6 +34,7 @@ MODES = ("portable", "compatible", "native")
 PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 # mode -> the variables it pins (native pins nothing)
 MODE_ENV = {"portable": PORTABLE_ENV, "compatible": {**PORTABLE_ENV, "MKL_CBWR": "COMPATIBLE"}, "native": {}}
+PINNED_NAMES = frozenset().union(*MODE_ENV.values())  # what a child process must not inherit to run another mode
 
 
 def requested_mode() -> str:
@@ -86,15 +88,21 @@ def kernel_signature() -> str:
 
 
 def mkl_branch() -> str:
-    """The MKL code branch in effect: MKL_CBWR as set, except that a named branch other than COMPATIBLE
-    runs as MKL's AUTO branch on a CPU that is not Intel's, whose code follows the CPU: then
-    'AUTO(<vendor> <family>/<model>)', e.g. 'AUTO(AuthenticAMD 25/17)'."""
+    """The MKL code branch in effect, for kernel_signature. A branch whose code follows the CPU carries
+    the CPU's vendor, family and model: AUTO (or MKL_CBWR unset), and a named branch other than
+    COMPATIBLE on a CPU that is not Intel's, which MKL runs as AUTO: e.g. 'AUTO(AuthenticAMD 25/17)'.
+    COMPATIBLE carries the vendor until its bytes are seen to agree across vendors (tests/test_golden.py
+    has it for AMD only), so an RL base cached by one vendor's CPU is not loaded on the other's."""
     requested = os.environ.get("MKL_CBWR", "auto")
     branch = requested.split(",")[0].strip().upper().removeprefix("BRANCH=")
     vendor = _cpuinfo("vendor_id")
-    if branch in ("AUTO", "COMPATIBLE") or vendor in (None, "GenuineIntel"):
+    if vendor is None:
         return requested
-    return f"AUTO({vendor} {_cpuinfo('cpu family')}/{_cpuinfo('model')})"
+    if branch == "COMPATIBLE":
+        return f"{requested}({vendor})"
+    if branch == "AUTO" or vendor != "GenuineIntel":
+        return f"AUTO({vendor} {_cpuinfo('cpu family')}/{_cpuinfo('model')})"
+    return requested
 
 
 def cpu_vendor() -> str:

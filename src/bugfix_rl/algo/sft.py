@@ -85,7 +85,7 @@ def sft_train(model, demos: list[Trajectory], steps: int, lr: float, batch_size:
     if lr_schedule not in LR_SCHEDULES:
         raise ValueError(f"lr_schedule={lr_schedule!r}; valid: {', '.join(LR_SCHEDULES)}")
     schedule = LR_SCHEDULES[lr_schedule]
-    # foreach: one call per update for all tensors, the same bytes as the per-tensor loop (tests/test_sft.py)
+    # foreach: one call per update for all tensors, the same bytes as the per-tensor loop (tests/test_packing.py)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     losses, queue = [], []
     for step in range(steps):
