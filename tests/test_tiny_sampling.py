@@ -66,3 +66,30 @@ def test_a_step_where_no_row_feeds_anything_returns_meaningless_logits_and_keeps
     logits = model.forward_step(torch.zeros(2, 1, dtype=torch.long), torch.tensor([0, 0]), cache)
     assert logits.shape == (2, 40) and torch.isfinite(logits).all()
     assert cache.lengths.tolist() == [3, 2] and all(torch.equal(a, b) for a, b in zip(cache.keys, keys))
+
+
+def test_attention_for_the_fed_rows_only_gives_the_bytes_of_all_rows(monkeypatch):
+    """Rows that feed nothing are left out of the attention (TinyAgent._attending); the fed rows' logits
+    and cache entries are bit for bit those of a step that runs attention on every row."""
+    feeds = ([5, 3, 4, 2, 5], [1, 0, 0, 6, 0], [0, 0, 1, 1, 0], [3, 0, 0, 0, 0])
+    ids = torch.randint(4, 40, (5, 6), generator=torch.Generator().manual_seed(2))
+
+    def run() -> tuple[list[torch.Tensor], object]:
+        model, logits = _agent(), []
+        cache = model.new_cache(5)
+        for n in feeds:
+            n_new = torch.tensor(n)
+            logits.append(model.forward_step(ids, n_new, cache)[n_new > 0])
+        return logits, cache
+
+    attended: list[int] = []
+    real_sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda q, *a, **k: attended.append(q.shape[0]) or real_sdpa(q, *a, **k))
+    some_rows, some_cache = run()
+    assert attended[::len(_agent().blocks)] == [5, 2, 2, 1]  # the rows each step feeds
+    monkeypatch.setattr(TinyAgent, "_attending", staticmethod(lambda grid: None))
+    all_rows, all_cache = run()
+    assert all(torch.equal(a, b) for a, b in zip(some_rows, all_rows))
+    assert torch.equal(some_cache.lengths, all_cache.lengths)
+    assert all(torch.equal(a, b) for a, b in zip(some_cache.keys + some_cache.values, all_cache.keys + all_cache.values))

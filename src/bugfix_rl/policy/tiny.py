@@ -99,16 +99,20 @@ class Block(nn.Module):
                        mask: torch.Tensor, used: int) -> torch.Tensor:
         """One sampling step over the computed token slots only: x [N, C] flat (slots.grid's True
         cells in row-major order); keys, values [B, H, capacity, hd] (this layer's cache, written at
-        each slot's row and position); mask [B, 1, q, used] float."""
+        each slot's row and position); mask [A, 1, q, used] float, for the rows attention runs on
+        (slots.attending; all B when None)."""
         N, C = x.shape
         q, k, v = self._heads(x)  # [N, H, hd] each
         keys[slots.rows, :, slots.write_at] = k
         values[slots.rows, :, slots.write_at] = v
-        queries = q.new_zeros(*slots.grid.shape, *q.shape[1:])  # [B, q, H, hd]: attention runs per row
-        queries[slots.grid] = q
-        attn = F.scaled_dot_product_attention(queries.transpose(1, 2), keys[:, :, :used], values[:, :, :used],
-                                              attn_mask=mask)  # [B, H, q, hd]
-        return self._finish(x, attn.transpose(1, 2)[slots.grid].reshape(N, C))
+        grid, past_keys, past_values = slots.grid, keys[:, :, :used], values[:, :, :used]
+        if slots.attending is not None:  # a row's attention reads only its own row: the others are skipped
+            grid, past_keys, past_values = (t[slots.attending] for t in (grid, past_keys, past_values))
+        queries = q.new_zeros(*grid.shape, *q.shape[1:])  # [A, q, H, hd]: attention runs per row
+        queries[grid] = q
+        attn = F.scaled_dot_product_attention(queries.transpose(1, 2), past_keys, past_values,
+                                              attn_mask=mask)  # [A, H, q, hd]
+        return self._finish(x, attn.transpose(1, 2)[grid].reshape(N, C))
 
 
 @dataclass
@@ -116,11 +120,13 @@ class StepSlots:
     """Which cells of a sampling step's [B, q] grid of fed tokens are computed, and where they go.
 
     grid [B, q] bool; rows, write_at [N] long: the row and cache position of each computed cell, in
-    grid order (N = grid.sum())."""
+    grid order (N = grid.sum()); attending [A] long: the rows that have a computed cell, the only ones
+    whose attention is computed (None: all B rows)."""
 
     grid: torch.Tensor
     rows: torch.Tensor
     write_at: torch.Tensor
+    attending: torch.Tensor | None = None
 
 
 class TinyAgent(nn.Module):
@@ -210,6 +216,16 @@ class TinyAgent(nn.Module):
         return KVCache(cfg.n_layers, batch, cfg.n_heads, cfg.max_len + 1, cfg.d_model // cfg.n_heads,
                        cfg.copy_dim if cfg.copy_head else 0)
 
+    @staticmethod
+    def _attending(grid: torch.Tensor) -> torch.Tensor | None:
+        """The rows of grid [B, q] with a computed cell when some row has none, else None (all rows).
+
+        Attention runs for those rows only: ended episodes feed nothing, about half of a capstone batch's
+        row-steps. SDPA computes each row on its own, so the fed rows get the bytes a pass over all rows
+        gives them (tests/test_tiny_sampling.py)."""
+        fed = grid.any(1)
+        return None if bool(fed.all()) else fed.nonzero().squeeze(1)
+
     @torch.no_grad()
     def forward_step(self, ids: torch.Tensor, n_new: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """Feed ids [B, q] (row b's first n_new[b] are real) -> logits at each row's last real token [B, V].
@@ -236,6 +252,9 @@ class TinyAgent(nn.Module):
         # the spare slot max_len, which no real token uses (real positions stay below max_len) and no query
         # attends.
         slots = StepSlots(grid, torch.arange(B)[:, None].expand(B, q)[grid], positions.clamp(max=cfg.max_len)[grid])
+        slots.attending = self._attending(grid)
+        if slots.attending is not None:
+            mask = mask[slots.attending]
         x = x[grid]  # [N, C]
         for layer, block in enumerate(self.blocks):
             x = block.forward_cached(x, cache.keys[layer], cache.values[layer], slots, mask, used)
