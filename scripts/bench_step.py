@@ -13,7 +13,8 @@ episodes generated one at a time) against the batched KV-cache sampler, in the s
 (each a fresh process running that checkout's own bench_step.py with --repeats 1 on its own code,
 its RL base cached by its own recipe), and the best round of each side is compared, so a change in the
 machine's load hits both alike. This checkout runs with its default portable kernels and again with
-BUGFIX_RL_KERNELS=native, since a checkout from before kernels.py runs on the CPU's native kernels.
+BUGFIX_RL_KERNELS=native; the other checkout runs with its own default (native before kernels.py,
+portable since). No child inherits this process's pinned variables.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def one_round(checkout: Path, steps: int, threads: int, kernels: str | None) -> 
 def side_by_side(baseline: Path, steps: int, threads: int, rounds: int) -> None:
     here = Path(__file__).resolve().parents[1]
     sides = {"this checkout (portable kernels)": (here, None), "this checkout (native kernels)": (here, "native"),
-             f"{baseline} (native kernels)": (baseline, None)}
+             f"{baseline} (its default kernels)": (baseline, None)}
     best: dict[str, dict] = {}
     for r in range(rounds):
         for label, (checkout, kernels) in sides.items():
@@ -105,7 +106,7 @@ def side_by_side(baseline: Path, steps: int, threads: int, rounds: int) -> None:
                   f"{res['update']:.3f} (mean episode {res['tokens']:.1f} tokens)", flush=True)
             if label not in best or res["total"] < best[label]["total"]:
                 best[label] = res
-    old = best[f"{baseline} (native kernels)"]
+    old = best[f"{baseline} (its default kernels)"]
     print(f"\nbest of {rounds} rounds, median over {steps} steps each, {threads} threads, 64 episodes per step:")
     print("| side | s/step | sampling | update | step vs baseline | mean episode tokens |")
     print("|---|---|---|---|---|---|")
