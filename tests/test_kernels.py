@@ -19,22 +19,26 @@ def fake_cpu(monkeypatch, vendor: str, family: str = "25", model: str = "17"):
 
 
 @pytest.mark.parametrize("requested", ["AVX2", "AVX512,STRICT", "BRANCH=AVX2"])
-def test_a_named_branch_runs_as_mkls_auto_branch_on_a_cpu_that_is_not_intels(monkeypatch, requested):
+def test_a_named_branch_runs_as_mkls_auto_branch_on_another_vendors_cpu_unless_its_check_is_answered(
+        monkeypatch, requested):
     monkeypatch.setenv("MKL_CBWR", requested)
+    monkeypatch.setattr(kernels, "mkl_vendor_check", "")
     fake_cpu(monkeypatch, "GenuineIntel", "6", "106")
     assert mkl_branch() == requested
     fake_cpu(monkeypatch, "AuthenticAMD")
     assert mkl_branch() == "AUTO(AuthenticAMD 25/17)"
     fake_cpu(monkeypatch, "AuthenticAMD", "23", "49")  # another AMD family: another key
     assert mkl_branch() == "AUTO(AuthenticAMD 23/49)"
+    monkeypatch.setattr(kernels, "mkl_vendor_check", "not answered: no C compiler (cc, gcc or clang) on the PATH")
+    assert mkl_branch() == "AUTO(AuthenticAMD 23/49)"
+    monkeypatch.setattr(kernels, "mkl_vendor_check", "answered")  # MKL runs the branch: Intel's bytes
+    assert mkl_branch() == requested
 
 
-def test_auto_carries_the_cpu_and_compatible_its_vendor(monkeypatch):
-    """AUTO's code follows the CPU (native mode leaves MKL_CBWR unset: AUTO); COMPATIBLE is meant to be
-    one vendor-independent branch, but carries the vendor until tests/test_golden.py has seen Intel's."""
+def test_auto_carries_the_cpu_and_compatible_is_the_same_everywhere(monkeypatch):
+    """AUTO's code follows the CPU (native mode leaves MKL_CBWR unset: AUTO); COMPATIBLE's does not."""
     fake_cpu(monkeypatch, "AuthenticAMD")
-    for requested, expected in [("COMPATIBLE", "COMPATIBLE(AuthenticAMD)"),
-                                ("compatible,STRICT", "compatible,STRICT(AuthenticAMD)"),
+    for requested, expected in [("COMPATIBLE", "COMPATIBLE"), ("compatible,STRICT", "compatible,STRICT"),
                                 ("AUTO", "AUTO(AuthenticAMD 25/17)")]:
         monkeypatch.setenv("MKL_CBWR", requested)
         assert mkl_branch() == expected
@@ -48,6 +52,35 @@ def test_without_cpuinfo_the_branch_is_reported_as_set(monkeypatch):
     monkeypatch.setattr(kernels, "_cpuinfo", lambda field: None)
     monkeypatch.setenv("MKL_CBWR", "AVX2")
     assert mkl_branch() == "AVX2"
+
+
+def test_without_a_c_compiler_mkls_check_keeps_its_answer_and_says_why(monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(kernels, "mkl_vendor_check", "")
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: set(kernels.INTEL_CHECK_FLAGS))
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    kernels._answer_mkls_vendor_check()
+    assert kernels.mkl_vendor_check == "not answered: no C compiler (cc, gcc or clang) on the PATH"
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: {"avx2", "fma"})
+    kernels._answer_mkls_vendor_check()
+    assert kernels.mkl_vendor_check == "not answered: the CPU lacks bmi1, bmi2, f16c, movbe"
+
+
+@pytest.mark.skipif(not pinnable(), reason="the pinned kernels are those of x86-64 CPUs with AVX2")
+def test_portable_mkl_runs_the_avx2_branch_on_this_cpu_whatever_its_vendor():
+    """MKL_VERBOSE names the branch each product ran on: CNR:AVX2 on an Intel CPU, and on another
+    vendor's once pin_kernels has answered MKL's vendor check (else CNR:AUTO, and the run says why)."""
+    code = ("import json, bugfix_rl, torch; from bugfix_rl import kernels; torch.ones(40, 64) @ torch.ones(64, 8); "
+            "print(json.dumps([kernels.cpu_vendor(), kernels.mkl_vendor_check, kernels.kernel_signature()]))")
+    env = {**{k: v for k, v in os.environ.items() if k not in PINNED_NAMES}, "BUGFIX_RL_KERNELS": "portable",
+           "MKL_VERBOSE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120)
+    vendor, check, signature = json.loads(out.stdout.strip().splitlines()[-1])
+    if vendor != "GenuineIntel" and check != "answered":
+        pytest.skip(f"MKL's vendor check is {check} here")
+    assert "CNR:AVX2" in out.stdout + out.stderr
+    assert "mkl_cbwr=AVX2" in signature and check == ("answered" if vendor != "GenuineIntel" else "")
 
 
 def test_the_modes_pin_the_same_names_and_compatible_moves_mkl_only():

@@ -5,18 +5,22 @@ they find (AVX2, AVX-512, ...), and each path rounds differently: the same seed 
 another RL base and other README numbers on another CPU. `BUGFIX_RL_KERNELS` chooses:
 
 - `portable` (default): all three pinned to AVX2 (`ATEN_CPU_CAPABILITY=avx2`, MKL's conditional
-  numerical reproducibility `MKL_CBWR=AVX2`, `ONEDNN_MAX_CPU_ISA=AVX2`), so Intel x86-64 CPUs with
-  AVX2 or AVX-512 run the same code paths and should compute the same bytes for the same seed and
-  thread count (recorded on one Xeon model so far: tests/test_golden.py). MKL honours a named
-  branch other than COMPATIBLE only on Intel CPUs: on an AMD EPYC (family 25, model 17) `MKL_VERBOSE`
-  reports `CNR:AUTO` for `MKL_CBWR=AVX2`, and its matrix products round otherwise, so an AMD CPU
-  computes bytes of its own (kernel_signature names the CPU then). Measured on a 2-core AVX-512
-  Xeon: a GRPO step costs 1.14x and 1.23x the native one in two runs of `scripts/bench_kernels.py`.
+  numerical reproducibility `MKL_CBWR=AVX2`, `ONEDNN_MAX_CPU_ISA=AVX2`), so x86-64 CPUs with AVX2 or
+  AVX-512, Intel or AMD, run the same code paths and compute the same bytes for the same seed and
+  thread count. MKL runs a named CNR branch only where its vendor check (`mkl_serv_intel_cpu_true`)
+  says Intel; elsewhere it runs its AUTO branch, whose matrix products round otherwise (an AMD EPYC,
+  family 25 model 17, hashed the golden run to its own value). So on a CPU that is not Intel's and
+  has what MKL's AVX2 code uses, pin_kernels compiles a one-line library that answers that check
+  (INTEL_CHECK_SOURCE, with the system's C compiler, in a temporary directory) and loads it before
+  torch: the EPYC then computes the Xeon's golden hash and prints the README's seed-0 row. Without a C
+  compiler it keeps MKL's own answer and bytes of its own, and kernel_signature names the CPU.
+  Measured on a 2-core AVX-512 Xeon: a GRPO step costs 1.14x and 1.23x the native one in two runs of
+  `scripts/bench_kernels.py`; 1.08x on the EPYC.
 - `compatible`: as portable, with MKL on its COMPATIBLE branch (`MKL_CBWR=COMPATIBLE`: SSE2 without
-  the approximate rcpps/rsqrtps, the branch MKL runs alike on Intel and other CPUs), meant for the
-  same bytes on Intel and AMD CPUs (its hash is recorded on the AMD EPYC, not yet compared on an Intel
-  CPU: tests/test_golden.py); its matrix products cost more (a behaviour-cloning step of the RL base
-  1.9-2.2x the portable one on the AMD EPYC: docs/PERFORMANCE.md).
+  the approximate rcpps/rsqrtps), which MKL runs alike on every vendor's CPU without any answer to its
+  check (the EPYC computes the same hash through both of MKL's dispatch paths); its matrix products
+  cost more (a behaviour-cloning step of the RL base 1.9-2.2x the portable one on the EPYC:
+  docs/PERFORMANCE.md).
 - `native`: whatever the CPU offers; faster, and the same bytes only on the same CPU model.
 
 A variable the user set already is left as it is. On a CPU that is not x86-64, or one without AVX2 and
@@ -35,6 +39,12 @@ PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_C
 # mode -> the variables it pins (native pins nothing)
 MODE_ENV = {"portable": PORTABLE_ENV, "compatible": {**PORTABLE_ENV, "MKL_CBWR": "COMPATIBLE"}, "native": {}}
 PINNED_NAMES = frozenset().union(*MODE_ENV.values())  # what a child process must not inherit to run another mode
+# The answer to MKL's vendor check, so that MKL runs the CNR branch MKL_CBWR names on a CPU that is not
+# Intel's (one with every instruction its AVX2 code uses: INTEL_CHECK_FLAGS).
+INTEL_CHECK_SOURCE = "int mkl_serv_intel_cpu_true(void) { return 1; }\n"
+INTEL_CHECK_FLAGS = frozenset({"avx2", "fma", "bmi1", "bmi2", "f16c", "movbe"})
+# "answered": this process loaded INTEL_CHECK_SOURCE; otherwise why not (or "" where no answer is needed)
+mkl_vendor_check = ""
 
 
 def requested_mode() -> str:
@@ -64,17 +74,58 @@ def pinnable() -> bool:
 
 
 def pin_kernels() -> None:
-    """Set the requested mode's MODE_ENV (where unset) on an x86-64 CPU with AVX2 and FMA (torch obeys ATEN_CPU_CAPABILITY without checking the CPU: on one without AVX2 the pin
-    would crash, so such a CPU runs its native kernels). torch must not be loaded yet, or its ATen
-    choice is already made: a warning says so, and kernel_signature reports what runs."""
+    """Set the requested mode's MODE_ENV (where unset) on an x86-64 CPU with AVX2 and FMA (torch obeys
+    ATEN_CPU_CAPABILITY without checking the CPU: on one without AVX2 the pin would crash, so such a CPU
+    runs its native kernels), and on a CPU that is not Intel's answer MKL's vendor check when the
+    branch asked for needs it (_answer_mkls_vendor_check). torch must not be loaded yet, or its ATen
+    and MKL choices are already made: a warning says so, and kernel_signature reports what runs."""
     pins = MODE_ENV.get(requested_mode(), {})
     if not pins or not pinnable():
         return
-    if "torch" in sys.modules:
+    torch_loaded = "torch" in sys.modules
+    if torch_loaded:
         warnings.warn("torch was imported before bugfix_rl: its CPU kernels are not pinned (import bugfix_rl first)",
                       stacklevel=3)
     for name, value in pins.items():
         os.environ.setdefault(name, value)
+    if torch_loaded or mkl_vendor_check:  # too late for MKL; or done already (a re-import)
+        return
+    if _names_a_branch(os.environ.get("MKL_CBWR", "")) and _cpuinfo("vendor_id") not in (None, "GenuineIntel"):
+        _answer_mkls_vendor_check()
+
+
+def _names_a_branch(requested: str) -> bool:
+    """Whether MKL_CBWR names a branch that MKL runs on Intel CPUs only (not AUTO or COMPATIBLE)."""
+    branch = requested.split(",")[0].strip().upper().removeprefix("BRANCH=")
+    return branch not in ("", "AUTO", "COMPATIBLE")
+
+
+def _answer_mkls_vendor_check() -> None:
+    """Compile INTEL_CHECK_SOURCE with the system's C compiler in a temporary directory and load it into
+    the global symbol scope, ahead of torch's MKL (the library file is gone once loaded). Sets
+    mkl_vendor_check to "answered", or to why not: then MKL keeps its own answer."""
+    global mkl_vendor_check
+    import ctypes
+    import shutil
+    import subprocess
+    import tempfile
+
+    missing = INTEL_CHECK_FLAGS - cpu_flags()
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if missing or compiler is None:
+        mkl_vendor_check = (f"not answered: the CPU lacks {', '.join(sorted(missing))}" if missing
+                            else "not answered: no C compiler (cc, gcc or clang) on the PATH")
+        return
+    with tempfile.TemporaryDirectory(prefix="bugfix_rl_mkl_") as tmp:
+        library = os.path.join(tmp, "intel_check.so")
+        try:
+            subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-x", "c", "-o", library, "-"],
+                           input=INTEL_CHECK_SOURCE, text=True, capture_output=True, timeout=60, check=True)
+            ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
+        except (OSError, subprocess.SubprocessError) as error:
+            mkl_vendor_check = f"not answered: {type(error).__name__} building or loading it"
+            return
+    mkl_vendor_check = "answered"
 
 
 def kernel_signature() -> str:
@@ -88,21 +139,19 @@ def kernel_signature() -> str:
 
 
 def mkl_branch() -> str:
-    """The MKL code branch in effect, for kernel_signature. A branch whose code follows the CPU carries
-    the CPU's vendor, family and model: AUTO (or MKL_CBWR unset), and a named branch other than
-    COMPATIBLE on a CPU that is not Intel's, which MKL runs as AUTO: e.g. 'AUTO(AuthenticAMD 25/17)'.
-    COMPATIBLE carries the vendor until its bytes are seen to agree across vendors (tests/test_golden.py
-    has it for AMD only), so an RL base cached by one vendor's CPU is not loaded on the other's."""
+    """The MKL code branch in effect, for kernel_signature: MKL_CBWR as set where its code is the same on
+    every CPU (COMPATIBLE; a named branch on an Intel CPU, or on another once its vendor check is
+    answered). A branch whose code follows the CPU carries the CPU's vendor, family and model: AUTO (or
+    MKL_CBWR unset), and a named branch on a CPU that is not Intel's whose check was not answered, which
+    MKL runs as AUTO: e.g. 'AUTO(AuthenticAMD 25/17)'."""
     requested = os.environ.get("MKL_CBWR", "auto")
     branch = requested.split(",")[0].strip().upper().removeprefix("BRANCH=")
     vendor = _cpuinfo("vendor_id")
-    if vendor is None:
+    if vendor is None or branch == "COMPATIBLE":
         return requested
-    if branch == "COMPATIBLE":
-        return f"{requested}({vendor})"
-    if branch == "AUTO" or vendor != "GenuineIntel":
-        return f"AUTO({vendor} {_cpuinfo('cpu family')}/{_cpuinfo('model')})"
-    return requested
+    if _names_a_branch(requested) and (vendor == "GenuineIntel" or mkl_vendor_check == "answered"):
+        return requested
+    return f"AUTO({vendor} {_cpuinfo('cpu family')}/{_cpuinfo('model')})"
 
 
 def cpu_vendor() -> str:

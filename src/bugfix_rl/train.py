@@ -54,10 +54,11 @@ class RunState:
 def library_versions() -> dict:
     import hydra
 
-    from bugfix_rl.kernels import cpu_model, kernel_signature
+    from bugfix_rl import kernels
 
     return {"python": platform.python_version(), "torch": torch.__version__, "hydra": hydra.__version__,
-            "kernels": kernel_signature(), "cpu": cpu_model()}
+            "kernels": kernels.kernel_signature(), "cpu": kernels.cpu_model(),
+            "mkl_vendor_check": kernels.mkl_vendor_check or "not needed"}
 
 
 class Trainer:
