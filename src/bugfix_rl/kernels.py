@@ -6,21 +6,21 @@ another RL base and other README numbers on another CPU. `BUGFIX_RL_KERNELS` cho
 
 - `portable` (default): all three pinned to AVX2 (`ATEN_CPU_CAPABILITY=avx2`, MKL's conditional
   numerical reproducibility `MKL_CBWR=AVX2`, `ONEDNN_MAX_CPU_ISA=AVX2`), so x86-64 CPUs with AVX2 or
-  AVX-512, Intel or AMD, run the same code paths and compute the same bytes for the same seed and
-  thread count. MKL runs a named CNR branch only where its vendor check (`mkl_serv_intel_cpu_true`)
+  AVX-512, Intel or AMD, run the same code paths and should compute the same bytes for the same seed
+  and thread count (checked on one Xeon and one EPYC model). MKL runs a named CNR branch only where its vendor check (`mkl_serv_intel_cpu_true`)
   says Intel; elsewhere it runs its AUTO branch, whose matrix products round otherwise (an AMD EPYC,
   family 25 model 17, hashed the golden run to its own value). So on a CPU that is not Intel's and
   has what MKL's AVX2 code uses, pin_kernels compiles a one-line library that answers that check
-  (INTEL_CHECK_SOURCE, with the system's C compiler, in a temporary directory) and loads it before
-  torch: the EPYC then computes the Xeon's golden hash and prints the README's seed-0 row. Without a C
+  (INTEL_CHECK_SOURCE, with the system's C compiler, in a private temporary directory) and loads it
+  before torch, and on LD_PRELOAD for child processes: the EPYC then computes the Xeon's golden hash and prints the README's seed-0 row. Without a C
   compiler it keeps MKL's own answer and bytes of its own, and kernel_signature names the CPU.
   Measured on a 2-core AVX-512 Xeon: a GRPO step costs 1.14x and 1.23x the native one in two runs of
-  `scripts/bench_kernels.py`; 1.08x on the EPYC.
+  `scripts/bench_kernels.py`; 1.08x on the EPYC (before the answer).
 - `compatible`: as portable, with MKL on its COMPATIBLE branch (`MKL_CBWR=COMPATIBLE`: SSE2 without
-  the approximate rcpps/rsqrtps), which MKL runs alike on every vendor's CPU without any answer to its
-  check (the EPYC computes the same hash through both of MKL's dispatch paths); its matrix products
-  cost more (a behaviour-cloning step of the RL base 1.9-2.2x the portable one on the EPYC:
-  docs/PERFORMANCE.md).
+  the approximate rcpps/rsqrtps), meant to be the same on every vendor's CPU without any answer to
+  MKL's check (the EPYC computes the same hash through both of MKL's dispatch paths; not yet run on an
+  Intel CPU); its matrix products cost more (a behaviour-cloning step of the RL base 1.9-2.2x the
+  portable one on the EPYC, measured before the answer: docs/PERFORMANCE.md).
 - `native`: whatever the CPU offers; faster, and the same bytes only on the same CPU model.
 
 A variable the user set already is left as it is. On a CPU that is not x86-64, or one without AVX2 and
@@ -76,9 +76,10 @@ def pinnable() -> bool:
 def pin_kernels() -> None:
     """Set the requested mode's MODE_ENV (where unset) on an x86-64 CPU with AVX2 and FMA (torch obeys
     ATEN_CPU_CAPABILITY without checking the CPU: on one without AVX2 the pin would crash, so such a CPU
-    runs its native kernels), and on a CPU that is not Intel's answer MKL's vendor check when the
-    branch asked for needs it (_answer_mkls_vendor_check). torch must not be loaded yet, or its ATen
-    and MKL choices are already made: a warning says so, and kernel_signature reports what runs."""
+    runs its native kernels), and on a CPU that is not Intel's answer MKL's vendor check when MKL_CBWR
+    is AVX2 (_answer_mkls_vendor_check). torch must not be loaded yet, or its ATen and MKL choices are
+    already made: a warning says so, and kernel_signature reports what runs."""
+    global mkl_vendor_check
     pins = MODE_ENV.get(requested_mode(), {})
     if not pins or not pinnable():
         return
@@ -88,43 +89,66 @@ def pin_kernels() -> None:
                       stacklevel=3)
     for name, value in pins.items():
         os.environ.setdefault(name, value)
-    if torch_loaded or mkl_vendor_check:  # too late for MKL; or done already (a re-import)
-        return
-    if _names_a_branch(os.environ.get("MKL_CBWR", "")) and _cpuinfo("vendor_id") not in (None, "GenuineIntel"):
+    if mkl_vendor_check or not _names_avx2(os.environ.get("MKL_CBWR", "")) \
+            or _cpuinfo("vendor_id") in (None, "GenuineIntel"):
+        return  # done already (a re-import), or nothing to answer
+    if _preloaded_answer():  # a child of a process that answered it: LD_PRELOAD carries the library
+        mkl_vendor_check = "answered (preloaded)"
+    elif torch_loaded:
+        mkl_vendor_check = "not answered: torch was loaded before bugfix_rl"
+    else:
         _answer_mkls_vendor_check()
 
 
-def _names_a_branch(requested: str) -> bool:
-    """Whether MKL_CBWR names a branch that MKL runs on Intel CPUs only (not AUTO or COMPATIBLE)."""
-    branch = requested.split(",")[0].strip().upper().removeprefix("BRANCH=")
-    return branch not in ("", "AUTO", "COMPATIBLE")
+def _names_avx2(requested: str) -> bool:
+    """Whether MKL_CBWR asks for the AVX2 branch, the one pinned and the only one answered for."""
+    return requested.split(",")[0].strip().upper().removeprefix("BRANCH=") == "AVX2"
+
+
+def _preloaded_answer() -> bool:
+    """Whether the global symbol scope already answers MKL's check with 1 ahead of MKL (preloaded)."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None).mkl_serv_intel_cpu_true() == 1
+    except (AttributeError, OSError):
+        return False
 
 
 def _answer_mkls_vendor_check() -> None:
-    """Compile INTEL_CHECK_SOURCE with the system's C compiler in a temporary directory and load it into
-    the global symbol scope, ahead of torch's MKL (the library file is gone once loaded). Sets
-    mkl_vendor_check to "answered", or to why not: then MKL keeps its own answer."""
+    """Compile INTEL_CHECK_SOURCE with the system's C compiler into a private temporary directory and
+    load it into the global symbol scope ahead of torch's MKL; put it on LD_PRELOAD too, so that child
+    processes (spawned ranks and workers, which may load torch before bugfix_rl) load it before anything
+    else. The directory is removed at exit. Sets mkl_vendor_check to "answered", or to why not: then MKL
+    keeps its own answer."""
     global mkl_vendor_check
+    import atexit
     import ctypes
     import shutil
     import subprocess
     import tempfile
 
     missing = INTEL_CHECK_FLAGS - cpu_flags()
-    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    compiler = next((path for path in map(shutil.which, ("cc", "gcc", "clang")) if path and os.path.isabs(path)), None)
     if missing or compiler is None:
         mkl_vendor_check = (f"not answered: the CPU lacks {', '.join(sorted(missing))}" if missing
                             else "not answered: no C compiler (cc, gcc or clang) on the PATH")
         return
-    with tempfile.TemporaryDirectory(prefix="bugfix_rl_mkl_") as tmp:
-        library = os.path.join(tmp, "intel_check.so")
-        try:
-            subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-x", "c", "-o", library, "-"],
-                           input=INTEL_CHECK_SOURCE, text=True, capture_output=True, timeout=60, check=True)
-            ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
-        except (OSError, subprocess.SubprocessError) as error:
-            mkl_vendor_check = f"not answered: {type(error).__name__} building or loading it"
+    try:
+        directory = tempfile.mkdtemp(prefix="bugfix_rl_mkl_")  # mode 0700: no one else can swap the library
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        library = os.path.join(directory, "intel_check.so")
+        built = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-x", "c", "-o", library, "-"],
+                               input=INTEL_CHECK_SOURCE.encode(), capture_output=True, timeout=20)
+        if built.returncode != 0:
+            why = built.stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {built.returncode}"]
+            mkl_vendor_check = f"not answered: {os.path.basename(compiler)} failed: {why[0][:160]}"
             return
+        ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
+    except Exception as error:  # noqa: BLE001  any failure here leaves MKL its own answer, never breaks the import
+        mkl_vendor_check = f"not answered: {type(error).__name__}: {str(error)[:160]}"
+        return
+    os.environ["LD_PRELOAD"] = ":".join(filter(None, [library, os.environ.get("LD_PRELOAD", "")]))
     mkl_vendor_check = "answered"
 
 
@@ -139,17 +163,21 @@ def kernel_signature() -> str:
 
 
 def mkl_branch() -> str:
-    """The MKL code branch in effect, for kernel_signature: MKL_CBWR as set where its code is the same on
-    every CPU (COMPATIBLE; a named branch on an Intel CPU, or on another once its vendor check is
-    answered). A branch whose code follows the CPU carries the CPU's vendor, family and model: AUTO (or
-    MKL_CBWR unset), and a named branch on a CPU that is not Intel's whose check was not answered, which
-    MKL runs as AUTO: e.g. 'AUTO(AuthenticAMD 25/17)'."""
+    """The MKL code branch in effect, for kernel_signature: MKL_CBWR as set where its code does not
+    depend on the CPU's vendor (AVX2 on an Intel CPU, or on another once its vendor check is answered).
+    A branch whose code follows the CPU carries the CPU's vendor, family and model: AUTO (or MKL_CBWR
+    unset), and a named branch on a CPU that is not Intel's whose check was not answered, which MKL runs
+    as AUTO: e.g. 'AUTO(AuthenticAMD 25/17)'. COMPATIBLE carries the vendor: MKL runs it alike through
+    both of its dispatch paths, but it has been recorded on one vendor's CPU only (tests/test_golden.py),
+    so an RL base cached by one vendor's CPU is not loaded on the other's."""
     requested = os.environ.get("MKL_CBWR", "auto")
     branch = requested.split(",")[0].strip().upper().removeprefix("BRANCH=")
     vendor = _cpuinfo("vendor_id")
-    if vendor is None or branch == "COMPATIBLE":
+    if vendor is None:
         return requested
-    if _names_a_branch(requested) and (vendor == "GenuineIntel" or mkl_vendor_check == "answered"):
+    if branch == "COMPATIBLE":
+        return f"{requested}({vendor})"
+    if branch not in ("", "AUTO") and (vendor == "GenuineIntel" or mkl_vendor_check.startswith("answered")):
         return requested
     return f"AUTO({vendor} {_cpuinfo('cpu family')}/{_cpuinfo('model')})"
 
