@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -126,3 +127,20 @@ def test_a_child_that_loads_torch_first_still_gets_the_answer_through_ld_preload
     check, signature = json.loads(out.stdout.strip().splitlines()[-1])
     assert check == "answered (preloaded)" and "mkl_cbwr=AVX2" in signature
     assert "CNR:AVX2" in out.stdout + out.stderr and "CNR:AUTO" not in out.stdout + out.stderr
+
+
+def test_a_branch_other_than_avx2_is_not_answered_and_says_so(monkeypatch):
+    monkeypatch.setattr(kernels, "mkl_vendor_check", "")
+    monkeypatch.setattr(kernels, "_cpuinfo", {"vendor_id": "AuthenticAMD", "cpu family": "25", "model": "17"}.get)
+    monkeypatch.setattr(kernels, "pinnable", lambda: True)
+    monkeypatch.setattr(kernels, "_answer_mkls_vendor_check", lambda: pytest.fail("must not answer"))
+    monkeypatch.setenv("BUGFIX_RL_KERNELS", "portable")
+    monkeypatch.setenv("MKL_CBWR", "AUTO")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch is loaded in this process: pin_kernels warns about that
+        kernels.pin_kernels()
+        assert kernels.mkl_vendor_check == "not answered: MKL_CBWR=AUTO (only AVX2 is answered)"
+        monkeypatch.setattr(kernels, "mkl_vendor_check", "")
+        monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")  # needs no answer
+        kernels.pin_kernels()
+        assert kernels.mkl_vendor_check == ""

@@ -89,9 +89,13 @@ def pin_kernels() -> None:
                       stacklevel=3)
     for name, value in pins.items():
         os.environ.setdefault(name, value)
-    if mkl_vendor_check or not _names_avx2(os.environ.get("MKL_CBWR", "")) \
-            or _cpuinfo("vendor_id") in (None, "GenuineIntel"):
+    if mkl_vendor_check or _cpuinfo("vendor_id") in (None, "GenuineIntel"):
         return  # done already (a re-import), or nothing to answer
+    requested = os.environ.get("MKL_CBWR", "")
+    if not _names_avx2(requested):
+        if requested.split(",")[0].strip().upper().removeprefix("BRANCH=") != "COMPATIBLE":
+            mkl_vendor_check = f"not answered: MKL_CBWR={requested} (only AVX2 is answered)"
+        return
     if _preloaded_answer():  # a child of a process that answered it: LD_PRELOAD carries the library
         mkl_vendor_check = "answered (preloaded)"
     elif torch_loaded:
