@@ -61,10 +61,9 @@ save_checkpoint(sys.argv[1], model_tensors(make_rl_base(build_tokenizer(make_tas
 
 
 def run(code: str, mode: str, *args: str) -> str:
-    from bugfix_rl.kernels import PINNED_NAMES  # kernels.py loads no torch
+    from bugfix_rl.kernels import env_for_mode  # kernels.py loads no torch
 
-    env = {k: v for k, v in os.environ.items() if k not in PINNED_NAMES}
-    out = subprocess.run([sys.executable, "-c", code, *args], env={**env, "BUGFIX_RL_KERNELS": mode},
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env_for_mode(mode),
                          capture_output=True, text=True, check=True)
     return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
 

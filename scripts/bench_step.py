@@ -76,11 +76,11 @@ _REPEAT_LINE = re.compile(r"repeat 0: median over \d+ steps: step ([\d.]+) s = s
 
 def one_round(checkout: Path, steps: int, threads: int, kernels: str | None) -> dict:
     """One repeat of `checkout`'s own bench_step.py in a fresh process on that checkout's code."""
-    from bugfix_rl.kernels import PINNED_NAMES  # this process's pins must not reach the child: it pins its own
+    from bugfix_rl.kernels import env_for_mode  # this process's pins must not reach the child: it pins its own
 
-    env = {**{k: v for k, v in os.environ.items() if k not in PINNED_NAMES}, "PYTHONPATH": str(checkout / "src")}
-    if kernels:
-        env["BUGFIX_RL_KERNELS"] = kernels
+    env = {**env_for_mode(kernels or "portable"), "PYTHONPATH": str(checkout / "src")}
+    if not kernels:
+        del env["BUGFIX_RL_KERNELS"]  # the checkout's own default
     where = subprocess.run([sys.executable, "-c", "import bugfix_rl; print(bugfix_rl.__file__)"], env=env,
                            cwd=checkout, capture_output=True, text=True, check=True).stdout.strip()
     if not Path(where).resolve().is_relative_to(checkout.resolve()):

@@ -26,7 +26,7 @@ import sys
 import pytest
 
 from bugfix_rl.checkpoint import load_checkpoint
-from bugfix_rl.kernels import PINNED_NAMES, pinnable
+from bugfix_rl.kernels import env_for_mode, pinnable
 
 # kernel_signature of the run -> sha256[:16] of the step-2 weights (the same with 1 and 2 threads)
 GOLDEN = {
@@ -49,7 +49,7 @@ def weights_digest(path) -> str:
 @pytest.mark.skipif(not pinnable(), reason="the pinned kernels are those of x86-64 CPUs with AVX2")
 @pytest.mark.parametrize("mode,threads", [("portable", 1), ("portable", 2), ("compatible", 1)])
 def test_a_seeded_smoke_run_hashes_to_the_committed_value(tmp_path, mode, threads):
-    env = {**{k: v for k, v in os.environ.items() if k not in PINNED_NAMES}, "BUGFIX_RL_KERNELS": mode}
+    env = env_for_mode(mode)
     result = subprocess.run(
         [sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=smoke", "seed=0", f"threads={threads}",
          "policy.base.episodes=32", "policy.base.steps=8", f"policy.cache_dir={tmp_path}/cache",

@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from bugfix_rl import kernels
-from bugfix_rl.kernels import MODE_ENV, PINNED_NAMES, PORTABLE_ENV, mkl_branch, pinnable
+from bugfix_rl.kernels import MODE_ENV, PINNED_NAMES, PORTABLE_ENV, env_for_mode, mkl_branch, pinnable
 
 
 def fake_cpu(monkeypatch, vendor: str, family: str = "25", model: str = "17"):
@@ -40,6 +40,7 @@ def test_a_named_branch_runs_as_mkls_auto_branch_on_another_vendors_cpu_unless_i
 def test_auto_carries_the_cpu_and_compatible_its_vendor(monkeypatch):
     """AUTO's code follows the CPU (native mode leaves MKL_CBWR unset: AUTO); COMPATIBLE is meant to be
     one vendor-independent branch, but carries the vendor until tests/test_golden.py has seen Intel's."""
+    monkeypatch.setattr(kernels, "mkl_vendor_check", "")
     fake_cpu(monkeypatch, "AuthenticAMD")
     for requested, expected in [("COMPATIBLE", "COMPATIBLE(AuthenticAMD)"),
                                 ("compatible,STRICT", "compatible,STRICT(AuthenticAMD)"),
@@ -50,6 +51,9 @@ def test_auto_carries_the_cpu_and_compatible_its_vendor(monkeypatch):
     assert mkl_branch() == "AUTO(AuthenticAMD 25/17)"
     fake_cpu(monkeypatch, "GenuineIntel", "6", "106")
     assert mkl_branch() == "AUTO(GenuineIntel 6/106)"
+    fake_cpu(monkeypatch, "AuthenticAMD")
+    monkeypatch.setattr(kernels, "mkl_vendor_check", "answered (preloaded)")  # MKL's AUTO differs then
+    assert mkl_branch() == "AUTO(AuthenticAMD 25/17, answered)"
 
 
 def test_without_cpuinfo_the_branch_is_reported_as_set(monkeypatch):
@@ -101,7 +105,7 @@ def test_each_mode_sets_its_variables_before_torch_loads(mode):
     code = ("import json, os, bugfix_rl, torch; from bugfix_rl.kernels import kernel_signature, PORTABLE_ENV; "
             "print(json.dumps({'env': {k: os.environ.get(k) for k in PORTABLE_ENV}, "
             "'aten': torch.backends.cpu.get_cpu_capability(), 'signature': kernel_signature()}))")
-    env = {**{k: v for k, v in os.environ.items() if k not in PINNED_NAMES}, "BUGFIX_RL_KERNELS": mode}
+    env = env_for_mode(mode)
     out = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                     check=True, timeout=120).stdout)
     assert out["env"] == {k: MODE_ENV[mode].get(k) for k in PORTABLE_ENV}
@@ -134,6 +138,7 @@ def test_a_branch_other_than_avx2_is_not_answered_and_says_so(monkeypatch):
     monkeypatch.setattr(kernels, "_cpuinfo", {"vendor_id": "AuthenticAMD", "cpu family": "25", "model": "17"}.get)
     monkeypatch.setattr(kernels, "pinnable", lambda: True)
     monkeypatch.setattr(kernels, "_answer_mkls_vendor_check", lambda: pytest.fail("must not answer"))
+    monkeypatch.setattr(kernels, "_preloaded_answer", lambda: False)
     monkeypatch.setenv("BUGFIX_RL_KERNELS", "portable")
     monkeypatch.setenv("MKL_CBWR", "AUTO")
     with warnings.catch_warnings():
@@ -144,3 +149,32 @@ def test_a_branch_other_than_avx2_is_not_answered_and_says_so(monkeypatch):
         monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")  # needs no answer
         kernels.pin_kernels()
         assert kernels.mkl_vendor_check == ""
+
+
+def test_a_child_switching_modes_gets_no_pins_and_not_our_answer(monkeypatch):
+    ours = "/tmp/bugfix_rl_mkl_abc123/intel_check.so"
+    monkeypatch.setenv("LD_PRELOAD", f"{ours}:/opt/other.so")
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    native = env_for_mode("native")
+    assert native["LD_PRELOAD"] == "/opt/other.so" and "MKL_CBWR" not in native
+    assert native["BUGFIX_RL_KERNELS"] == "native"
+    assert env_for_mode("portable")["LD_PRELOAD"] == f"{ours}:/opt/other.so"  # the same answer: no compile
+    monkeypatch.setenv("LD_PRELOAD", ours)
+    assert "LD_PRELOAD" not in env_for_mode("compatible")
+
+
+@pytest.mark.skipif(not pinnable() or kernels.cpu_vendor() == "GenuineIntel",
+                    reason="MKL's vendor check is answered on x86-64 CPUs that are not Intel's")
+def test_a_native_child_that_inherits_the_answer_says_so_in_its_signature():
+    """MKL obeys a preloaded answer in any mode, so a native child that inherits one records it: its
+    AUTO branch is not the one a clean native process runs."""
+    if not kernels.mkl_vendor_check.startswith("answered"):
+        pytest.skip(f"MKL's vendor check is {kernels.mkl_vendor_check!r} in this process")
+    code = "import json, bugfix_rl; from bugfix_rl import kernels; print(json.dumps([kernels.mkl_vendor_check, kernels.kernel_signature()]))"
+    env = {**{k: v for k, v in os.environ.items() if k not in PINNED_NAMES}, "BUGFIX_RL_KERNELS": "native"}
+    inherited = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                          check=True, timeout=120).stdout.strip().splitlines()[-1])
+    clean = json.loads(subprocess.run([sys.executable, "-c", code], env=env_for_mode("native"), capture_output=True,
+                                      text=True, check=True, timeout=120).stdout.strip().splitlines()[-1])
+    assert inherited[0] == "answered (preloaded)" and inherited[1].endswith(", answered) onednn=auto")
+    assert clean[0] == "" and "answered" not in clean[1]

@@ -43,6 +43,7 @@ PINNED_NAMES = frozenset().union(*MODE_ENV.values())  # what a child process mus
 # Intel's (one with every instruction its AVX2 code uses: INTEL_CHECK_FLAGS).
 INTEL_CHECK_SOURCE = "int mkl_serv_intel_cpu_true(void) { return 1; }\n"
 INTEL_CHECK_FLAGS = frozenset({"avx2", "fma", "bmi1", "bmi2", "f16c", "movbe"})
+ANSWER_DIR_PREFIX, ANSWER_FILE = "bugfix_rl_mkl_", "intel_check.so"  # where the compiled answer lives
 # "answered": this process loaded INTEL_CHECK_SOURCE; otherwise why not (or "" where no answer is needed)
 mkl_vendor_check = ""
 
@@ -77,9 +78,13 @@ def pin_kernels() -> None:
     """Set the requested mode's MODE_ENV (where unset) on an x86-64 CPU with AVX2 and FMA (torch obeys
     ATEN_CPU_CAPABILITY without checking the CPU: on one without AVX2 the pin would crash, so such a CPU
     runs its native kernels), and on a CPU that is not Intel's answer MKL's vendor check when MKL_CBWR
-    is AVX2 (_answer_mkls_vendor_check). torch must not be loaded yet, or its ATen and MKL choices are
-    already made: a warning says so, and kernel_signature reports what runs."""
+    is AVX2 (_answer_mkls_vendor_check). In any mode an answer found preloaded (LD_PRELOAD from a
+    parent) is recorded, since MKL obeys it. torch must not be loaded yet, or its ATen and MKL choices
+    are already made: a warning says so, and kernel_signature reports what runs."""
     global mkl_vendor_check
+    vendor = _cpuinfo("vendor_id")
+    if not mkl_vendor_check and vendor not in (None, "GenuineIntel") and _preloaded_answer():
+        mkl_vendor_check = "answered (preloaded)"  # a child of a process that answered it
     pins = MODE_ENV.get(requested_mode(), {})
     if not pins or not pinnable():
         return
@@ -89,19 +94,33 @@ def pin_kernels() -> None:
                       stacklevel=3)
     for name, value in pins.items():
         os.environ.setdefault(name, value)
-    if mkl_vendor_check or _cpuinfo("vendor_id") in (None, "GenuineIntel"):
-        return  # done already (a re-import), or nothing to answer
+    if mkl_vendor_check or vendor in (None, "GenuineIntel"):
+        return  # answered already (preloaded, or a re-import), or nothing to answer
     requested = os.environ.get("MKL_CBWR", "")
     if not _names_avx2(requested):
         if requested.split(",")[0].strip().upper().removeprefix("BRANCH=") != "COMPATIBLE":
             mkl_vendor_check = f"not answered: MKL_CBWR={requested} (only AVX2 is answered)"
         return
-    if _preloaded_answer():  # a child of a process that answered it: LD_PRELOAD carries the library
-        mkl_vendor_check = "answered (preloaded)"
-    elif torch_loaded:
+    if torch_loaded:
         mkl_vendor_check = "not answered: torch was loaded before bugfix_rl"
     else:
         _answer_mkls_vendor_check()
+
+
+def env_for_mode(mode: str) -> dict[str, str]:
+    """This process's environment for a child that pins `mode` itself: without the pinned variables and,
+    unless the child is portable too, without this package's answer to MKL's check on LD_PRELOAD."""
+    env = {k: v for k, v in os.environ.items() if k not in PINNED_NAMES}
+    if mode != "portable" and "LD_PRELOAD" in env:
+        kept = [entry for entry in env["LD_PRELOAD"].split(":") if entry and not _is_our_answer(entry)]
+        env["LD_PRELOAD"] = ":".join(kept)
+        if not kept:
+            del env["LD_PRELOAD"]
+    return {**env, "BUGFIX_RL_KERNELS": mode}
+
+
+def _is_our_answer(path: str) -> bool:
+    return os.path.basename(path) == ANSWER_FILE and os.path.basename(os.path.dirname(path)).startswith(ANSWER_DIR_PREFIX)
 
 
 def _names_avx2(requested: str) -> bool:
@@ -139,9 +158,9 @@ def _answer_mkls_vendor_check() -> None:
                             else "not answered: no C compiler (cc, gcc or clang) on the PATH")
         return
     try:
-        directory = tempfile.mkdtemp(prefix="bugfix_rl_mkl_")  # mode 0700: no one else can swap the library
+        directory = tempfile.mkdtemp(prefix=ANSWER_DIR_PREFIX)  # mode 0700: no one else can swap the library
         atexit.register(shutil.rmtree, directory, ignore_errors=True)
-        library = os.path.join(directory, "intel_check.so")
+        library = os.path.join(directory, ANSWER_FILE)
         built = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-x", "c", "-o", library, "-"],
                                input=INTEL_CHECK_SOURCE.encode(), capture_output=True, timeout=20)
         if built.returncode != 0:
@@ -181,9 +200,11 @@ def mkl_branch() -> str:
         return requested
     if branch == "COMPATIBLE":
         return f"{requested}({vendor})"
-    if branch not in ("", "AUTO") and (vendor == "GenuineIntel" or mkl_vendor_check.startswith("answered")):
+    answered = mkl_vendor_check.startswith("answered")
+    if branch not in ("", "AUTO") and (vendor == "GenuineIntel" or answered):
         return requested
-    return f"AUTO({vendor} {_cpuinfo('cpu family')}/{_cpuinfo('model')})"
+    # AUTO follows the CPU, and on this vendor's CPU differently once MKL's check is answered
+    return f"AUTO({vendor} {_cpuinfo('cpu family')}/{_cpuinfo('model')}{', answered' if answered else ''})"
 
 
 def cpu_vendor() -> str:
