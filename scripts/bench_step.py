@@ -78,7 +78,8 @@ def one_round(checkout: Path, steps: int, threads: int, kernels: str | None) -> 
     """One repeat of `checkout`'s own bench_step.py in a fresh process on that checkout's code."""
     from bugfix_rl.kernels import env_for_mode  # this process's pins must not reach the child: it pins its own
 
-    env = {**env_for_mode(kernels or "portable"), "PYTHONPATH": str(checkout / "src")}
+    # a clean environment (no pins, not this process's answer to MKL's check): the child sets its own
+    env = {**env_for_mode(kernels or "native"), "PYTHONPATH": str(checkout / "src")}
     if not kernels:
         del env["BUGFIX_RL_KERNELS"]  # the checkout's own default
     where = subprocess.run([sys.executable, "-c", "import bugfix_rl; print(bugfix_rl.__file__)"], env=env,

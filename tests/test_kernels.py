@@ -81,8 +81,7 @@ def test_portable_mkl_runs_the_avx2_branch_on_this_cpu_whatever_its_vendor():
     vendor's once pin_kernels has answered MKL's vendor check (else CNR:AUTO, and the run says why)."""
     code = ("import json, bugfix_rl, torch; from bugfix_rl import kernels; torch.ones(40, 64) @ torch.ones(64, 8); "
             "print(json.dumps([kernels.cpu_vendor(), kernels.mkl_vendor_check, kernels.kernel_signature()]))")
-    env = {**{k: v for k, v in os.environ.items() if k not in PINNED_NAMES}, "BUGFIX_RL_KERNELS": "portable",
-           "MKL_VERBOSE": "1"}
+    env = {**env_for_mode("portable"), "MKL_VERBOSE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120)
     vendor, check, signature = json.loads(out.stdout.strip().splitlines()[-1])
     if vendor != "GenuineIntel" and not check.startswith("answered"):

@@ -7,13 +7,14 @@ another RL base and other README numbers on another CPU. `BUGFIX_RL_KERNELS` cho
 - `portable` (default): all three pinned to AVX2 (`ATEN_CPU_CAPABILITY=avx2`, MKL's conditional
   numerical reproducibility `MKL_CBWR=AVX2`, `ONEDNN_MAX_CPU_ISA=AVX2`), so x86-64 CPUs with AVX2 or
   AVX-512, Intel or AMD, run the same code paths and should compute the same bytes for the same seed
-  and thread count (checked on one Xeon and one EPYC model). MKL runs a named CNR branch only where its vendor check (`mkl_serv_intel_cpu_true`)
-  says Intel; elsewhere it runs its AUTO branch, whose matrix products round otherwise (an AMD EPYC,
-  family 25 model 17, hashed the golden run to its own value). So on a CPU that is not Intel's and
-  has what MKL's AVX2 code uses, pin_kernels compiles a one-line library that answers that check
-  (INTEL_CHECK_SOURCE, with the system's C compiler, in a private temporary directory) and loads it
-  before torch, and on LD_PRELOAD for child processes: the EPYC then computes the Xeon's golden hash and prints the README's seed-0 row. Without a C
-  compiler it keeps MKL's own answer and bytes of its own, and kernel_signature names the CPU.
+  and thread count (checked on one Xeon and one EPYC model). MKL runs a named CNR branch only where
+  its vendor check (`mkl_serv_intel_cpu_true`) says Intel; elsewhere it runs its AUTO branch, whose
+  matrix products round otherwise (an AMD EPYC, family 25 model 17, hashed the golden run to its own
+  value). So on a CPU that is not Intel's and has what MKL's AVX2 code uses, pin_kernels compiles a
+  one-line library that answers that check (INTEL_CHECK_SOURCE, with the system's C compiler, in a
+  private temporary directory), loads it before torch and puts it on LD_PRELOAD for child processes:
+  the EPYC then computes the Xeon's golden hash and prints the README's rows. Without a C compiler it
+  keeps MKL's own answer and bytes of its own, and kernel_signature names the CPU.
   Measured on a 2-core AVX-512 Xeon: a GRPO step costs 1.14x and 1.23x the native one in two runs of
   `scripts/bench_kernels.py`; 1.08x on the EPYC (before the answer).
 - `compatible`: as portable, with MKL on its COMPATIBLE branch (`MKL_CBWR=COMPATIBLE`: SSE2 without
@@ -98,7 +99,7 @@ def pin_kernels() -> None:
         return  # answered already (preloaded, or a re-import), or nothing to answer
     requested = os.environ.get("MKL_CBWR", "")
     if not _names_avx2(requested):
-        if requested.split(",")[0].strip().upper().removeprefix("BRANCH=") != "COMPATIBLE":
+        if _branch_name(requested) != "COMPATIBLE":
             mkl_vendor_check = f"not answered: MKL_CBWR={requested} (only AVX2 is answered)"
         return
     if torch_loaded:
@@ -123,9 +124,14 @@ def _is_our_answer(path: str) -> bool:
     return os.path.basename(path) == ANSWER_FILE and os.path.basename(os.path.dirname(path)).startswith(ANSWER_DIR_PREFIX)
 
 
+def _branch_name(requested: str) -> str:
+    """The branch an MKL_CBWR value names, upper case: 'AVX2' for 'avx2,STRICT' or 'BRANCH=AVX2'."""
+    return requested.split(",")[0].strip().upper().removeprefix("BRANCH=")
+
+
 def _names_avx2(requested: str) -> bool:
     """Whether MKL_CBWR asks for the AVX2 branch, the one pinned and the only one answered for."""
-    return requested.split(",")[0].strip().upper().removeprefix("BRANCH=") == "AVX2"
+    return _branch_name(requested) == "AVX2"
 
 
 def _preloaded_answer() -> bool:
@@ -194,7 +200,7 @@ def mkl_branch() -> str:
     both of its dispatch paths, but it has been recorded on one vendor's CPU only (tests/test_golden.py),
     so an RL base cached by one vendor's CPU is not loaded on the other's."""
     requested = os.environ.get("MKL_CBWR", "auto")
-    branch = requested.split(",")[0].strip().upper().removeprefix("BRANCH=")
+    branch = _branch_name(requested)
     vendor = _cpuinfo("vendor_id")
     if vendor is None:
         return requested
