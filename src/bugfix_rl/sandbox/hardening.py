@@ -20,7 +20,9 @@ model-written code runs. Layer names (`LAYERS`) are what `Sandbox.layers` report
             bind/connect (ABI >= 4); no signals or abstract sockets outside the job (ABI >= 6).
 - seccomp:  no socket() at all (socketpair() only: no IP, no host Unix sockets); no fork/clone/exec
             (so nothing can outlive the job); no ptrace, mount, namespaces, bpf, io_uring,
-            keyrings, module loading or parent-death changes.
+            keyrings, module loading or parent-death changes; no system-wide counters (sysinfo,
+            statfs) or page-cache probes (mincore, fadvise, readahead, preadv2) that concurrent
+            jobs could use as a covert channel.
 - seccomp_ipc: the same filter denies SysV IPC (shmget/shmat/..., semget/semop/..., msgget/msgsnd/
             msgrcv/...) and POSIX message queues (mq_open, ...): a job cannot create an IPC object,
             so none can carry answers between episodes or outlive the job. Listed apart from
@@ -296,6 +298,12 @@ _SYSCALL = dict(
     execveat=322, userfaultfd=323, io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
     open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433, clone3=435,
     pidfd_getfd=438, mount_setattr=442,
+    # system-wide counters a job could both change and read, a covert channel between concurrent
+    # jobs: free memory, load and process count (sysinfo), free blocks of a shared filesystem
+    # (statfs, fstatfs, ustat), page-cache residency of the shared stdlib files (mincore, preadv2's
+    # RWF_NOWAIT) and eviction or prefetch of those pages (fadvise64, readahead)
+    mincore=27, sysinfo=99, ustat=136, statfs=137, fstatfs=138, readahead=187, fadvise64=221,
+    preadv2=327, pwritev2=328,
 )
 _DENIED = [name for name in _SYSCALL if name not in ("prctl", "clone3")]
 # SysV IPC and POSIX message queues, as inclusive ranges of syscall numbers: shmget..shmctl,
@@ -365,6 +373,13 @@ def apply_rlimits(limits: Limits) -> None:
                          (resource.RLIMIT_NOFILE, (64, 64)),
                          (resource.RLIMIT_CORE, (0, 0))):
         resource.setrlimit(which, value)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when `parent_pid` (its parent) exits; exit now if it already has."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(70)
 
 
 def drop_privileges(iso: Isolation, server_pid: int) -> None:

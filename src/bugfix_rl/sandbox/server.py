@@ -2,13 +2,23 @@
 
 Started by the parent as `<real interpreter> -I -S -B -c BOOT` (see sandbox.py), so it has the stdlib
 and this package's stdlib-only modules, nothing else. It sets up the shared layers once (hardening.
-setup_server), proves them with a self-test child, then serves jobs read from the parent pipe:
+setup_server), forks its zygote, proves the layers with a self-test child, then serves jobs read
+from the parent pipe:
 
-    fork -> child: setsid, fds 0-4 only, run dir from the job's files, rlimits, own uid, Landlock,
-                   seccomp, then `R` on fd 3, then runner.run (model code) -> one report on fd 3
-                   -> _exit; if a step before model code fails: `E` + the error on fd 3 -> _exit
-         -> server: select on the child's pidfd and pipes until exit or the wall deadline (then
-                    SIGKILL), reap, empty the scratch dir, reply to the parent.
+    server -> zygote: "fork" + the job's three pipe ends (SCM_RIGHTS), no job data
+    zygote -> child:  fork; the child reads its job from its own pipe, then: setsid, fds 0-4 only,
+                      run dir from the job's files, rlimits, own uid, Landlock, seccomp, then `R` on
+                      fd 3, then runner.run (model code) -> one report on fd 3 -> _exit; if a step
+                      before model code fails: `E` + the error on fd 3 -> _exit
+    server:           writes the job into the child's pipe, selects on the child's pidfd and pipes
+                      until exit or the wall deadline (then SIGKILL), has the zygote reap it, empties
+                      the scratch dir, replies to the parent.
+
+Why a zygote: a job forked from the server would inherit the server's heap, and with it the freed
+remnants of every earlier request (other rollouts' sources, the inputs sent to grading), which model
+code can find by scanning its own address space. The zygote is forked before the first request and
+never receives one: it reads only fork/reap commands and file descriptors. So every job starts from
+memory that never held another job's data, whichever kind (grading or test run) each job is.
 
 Nothing the child prints or reports is interpreted here: it is capped and passed to the parent,
 which validates it. The one exception is the first byte on fd 3, which the child writes before any
@@ -27,6 +37,8 @@ import json
 import os
 import select
 import signal
+import socket
+import struct
 import sys
 import time
 
@@ -57,8 +69,10 @@ def main(worker_index: int) -> None:
             pass
     iso = hardening.setup_server(config["scratch_mb"])
     server = Server(iso, hardening.Limits(**config["limits"]), stdlib_path)
+    gc.collect()
+    gc.freeze()  # children never touch the zygote's objects' GC headers: fewer copy-on-write faults
+    server.start_zygote()  # before any request: the zygote's memory never holds job data
     server.prove_layers()
-    gc.freeze()  # children never touch the server's objects' GC headers: fewer copy-on-write faults
     wire.write_frame(reply_fd, {"layers": iso.layers, "reasons": iso.reasons, "uid": iso.uid,
                                 "scratch": iso.scratch, "worker": worker_index})
     while (job := wire.read_frame(request_fd)) is not None:
@@ -67,11 +81,90 @@ def main(worker_index: int) -> None:
         remove_tree(iso.scratch)
 
 
+_COMMAND = struct.Struct(">cq")  # zygote protocol: (b"F", 0) fork, (b"W", pid) reap; replies (b"P", pid) / (b"S", status)
+
+
 class Server:
     def __init__(self, iso: hardening.Isolation, limits: hardening.Limits, stdlib_path: list[str]):
         self.iso, self.limits, self.stdlib_path = iso, limits, stdlib_path
-        self.pid = os.getpid()
+        self.pid = os.getpid()  # in the zygote and its children: the zygote's pid (the jobs' parent)
         self.jobs = 0
+        self.zygote: socket.socket | None = None
+
+    # ---- the zygote: the only process jobs are forked from
+
+    def start_zygote(self) -> None:
+        server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            server_end.close()
+            try:
+                hardening.die_with_parent(self.pid)
+                self.pid = os.getpid()
+                self._serve_forks(zygote_end)
+            finally:
+                os._exit(0)
+        zygote_end.close()
+        self.zygote = server_end
+
+    def _serve_forks(self, channel: socket.socket) -> None:
+        """The zygote's loop: fork a job child per command, reap one when asked; nothing else."""
+        while True:
+            try:
+                message, fds, _, _ = socket.recv_fds(channel, _COMMAND.size, 3)
+            except OSError:
+                return
+            if len(message) != _COMMAND.size:
+                return  # the server closed its end
+            command, pid = _COMMAND.unpack(message)
+            if command == b"W":
+                _, status = os.waitpid(pid, 0)
+                channel.send(_COMMAND.pack(b"S", status))
+                continue
+            if len(fds) not in (2, 3):
+                for fd in fds:
+                    os.close(fd)
+                return
+            job_read, result_write, output_write = (*fds, None)[:3]
+            child = os.fork()
+            if child == 0:
+                channel.close()
+                self._child_from_pipe(job_read, result_write, output_write)
+            for fd in fds:
+                os.close(fd)
+            channel.send(_COMMAND.pack(b"P", child))
+
+    def _child_from_pipe(self, job_read: int, result_write: int, output_write: int | None) -> None:
+        """A fresh job child: its job is the first and only request data this process ever holds."""
+        try:
+            job = wire.read_frame(job_read)
+            os.close(job_read)
+        except BaseException:
+            os._exit(EXIT_SANDBOX_ERROR)
+        if job is None:
+            os._exit(EXIT_SANDBOX_ERROR)
+        self._child(job, result_write, output_write)  # never returns
+
+    def _fork_job(self, result_write: int, output_write: int | None) -> tuple[int, int]:
+        """(pid of a new job child, write end of its job pipe), forked by the zygote."""
+        job_read, job_write = os.pipe()
+        try:
+            fds = [job_read, result_write] + ([output_write] if output_write is not None else [])
+            socket.send_fds(self.zygote, [_COMMAND.pack(b"F", 0)], fds)
+            reply = self.zygote.recv(_COMMAND.size)
+        finally:
+            os.close(job_read)
+        kind, pid = _COMMAND.unpack(reply)
+        if kind != b"P":
+            raise RuntimeError("zygote protocol out of step")
+        return pid, job_write
+
+    def _reap(self, pid: int) -> int:
+        self.zygote.send(_COMMAND.pack(b"W", pid))
+        kind, status = _COMMAND.unpack(self.zygote.recv(_COMMAND.size))
+        if kind != b"S":
+            raise RuntimeError("zygote protocol out of step")
+        return status
 
     # ---- start-up proof: a hardened child probes every layer; a layer that does not hold is off
 
@@ -114,13 +207,18 @@ class Server:
         result_read, result_write = os.pipe()
         output_read, output_write = os.pipe() if job["kind"] != "call" else (None, None)
         started = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            self._child(job, result_write, output_write)  # never returns
+        pid, job_write = self._fork_job(result_write, output_write)
         os.close(result_write)
         if output_write is not None:
             os.close(output_write)
-        reply = self._wait(pid, result_read, output_read, started + float(job["timeout_s"]))
+        pidfd = os.pidfd_open(pid)  # before the child has its job: it cannot have exited yet
+        try:
+            wire.write_frame(job_write, job)
+        except BrokenPipeError:  # the child died before reading it; _wait reports a set-up failure
+            pass
+        finally:
+            os.close(job_write)
+        reply = self._wait(pid, pidfd, result_read, output_read, started + float(job["timeout_s"]))
         reply["duration_s"] = time.monotonic() - started
         if not self.iso.layers["seccomp"]:
             self._kill_leftovers(pid)
@@ -198,9 +296,8 @@ class Server:
             for directory in made:
                 os.chown(directory, owner, owner)
 
-    def _wait(self, pid: int, result_read: int, output_read: int | None, deadline: float) -> dict:
+    def _wait(self, pid: int, pidfd: int, result_read: int, output_read: int | None, deadline: float) -> dict:
         """Collect the child's report and output until it exits or the deadline passes."""
-        pidfd = os.pidfd_open(pid)
         result, head, tail, dropped = bytearray(), bytearray(), bytearray(), 0
         pipes = [fd for fd in (result_read, output_read) if fd is not None]
         timed_out = False
@@ -237,7 +334,7 @@ class Server:
                     pipes.remove(fd)
             if pidfd in ready:
                 break
-        _, status = os.waitpid(pid, 0)
+        status = self._reap(pid)
         os.close(pidfd)
         for fd in pipes:  # drain what the child left; never block (a forked leftover may hold the pipe)
             os.set_blocking(fd, False)
