@@ -3,7 +3,7 @@
     python scripts/bench_sandbox.py                  # both designs, grading and test-run workloads
     python scripts/bench_sandbox.py --jobs 200 --repeats 3
     python scripts/bench_sandbox.py --outcomes-table outcomes.jsonl   # docs/SANDBOX.md payload table
-    git worktree add /tmp/before 9e4fcfe && python scripts/bench_sandbox.py --against /tmp/before
+    python scripts/bench_sandbox.py --against ac71f44       # a commit (a temporary worktree) or a checkout dir
 
 Both designs run the same two workloads over the same number of parallel workers, in the same
 process, best of --repeats: `grade` = import a one-function module and call it on 6 inputs;
@@ -14,12 +14,14 @@ varies by up to 2x; the ratio, measured in one run, is the stable figure.
 
 --against CHECKOUT times this checkout's sandbox against the `bugfix_rl.sandbox` of another checkout
 (its fork servers run that checkout's code), both alive in this process, their rounds interleaved so
-that a change in the machine's load hits both alike.
+that a change in the machine's load hits both alike. CHECKOUT is a directory, or a git revision of
+this repository, checked out into a temporary worktree for the run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -143,6 +145,23 @@ def side_by_side(checkout: str, jobs: int, workers: int, repeats: int) -> dict[s
     return best
 
 
+@contextlib.contextmanager
+def checkout_of(against: str):
+    """`against` itself when it is a directory, else a temporary worktree of that git revision."""
+    if os.path.isdir(against):
+        yield against
+        return
+    repo = str(Path(__file__).resolve().parents[1])
+    directory = tempfile.mkdtemp(prefix="bench-against-")
+    subprocess.run(["git", "-C", repo, "worktree", "add", "--detach", "--force", directory, against],
+                   check=True, capture_output=True)
+    try:
+        yield directory
+    finally:
+        subprocess.run(["git", "-C", repo, "worktree", "remove", "--force", directory], capture_output=True)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def cpu_model() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -194,7 +213,8 @@ def main() -> None:
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cores: {os.cpu_count()}; "
           f"CPU: {cpu_model()}")
     if args.against:
-        best = side_by_side(args.against, args.jobs, args.workers, args.repeats)
+        with checkout_of(args.against) as checkout:
+            best = side_by_side(checkout, args.jobs, args.workers, args.repeats)
         print(f"{'workload':10s} {'this checkout runs/s':>21s} {'baseline runs/s':>16s} {'ratio':>7s}")
         for kind in ("grade", "tests"):
             print(f"{kind:10s} {best['this'][kind]:21.0f} {best['baseline'][kind]:16.0f} "

@@ -5,14 +5,16 @@ and this package's stdlib-only modules, nothing else. It sets up the shared laye
 setup_server), forks its zygote, proves the layers with a self-test child, then serves jobs read
 from the parent pipe:
 
-    server -> zygote: "fork" + the job's three pipe ends (SCM_RIGHTS), no job data
-    zygote -> child:  fork; the child reads its job from its own pipe, then: setsid, fds 0-4 only,
+    server -> zygote: the pid of the last job's child to reap + the next child's three pipe ends
+                      (SCM_RIGHTS); no job data
+    zygote -> child:  fork (a spare, ready before the next request arrives); the child blocks on
+                      reading its job from its own pipe, then: setsid, fds 0-4 only,
                       run dir from the job's files, rlimits, own uid, Landlock, seccomp, then `R` on
                       fd 3, then runner.run (model code) -> one report on fd 3 -> _exit; if a step
                       before model code fails: `E` + the error on fd 3 -> _exit
     server:           writes the job into the child's pipe, selects on the child's pidfd and pipes
-                      until exit or the wall deadline (then SIGKILL), has the zygote reap it, empties
-                      the scratch dir, replies to the parent.
+                      until exit or the wall deadline (then SIGKILL), has the zygote reap it (and fork
+                      the next spare), empties the scratch dir, replies to the parent.
 
 Why a zygote: a job forked from the server would inherit the server's heap, and with it the freed
 remnants of every earlier request (other rollouts' sources, the inputs sent to grading), which model
@@ -30,6 +32,7 @@ reports the words `sandbox_error` gets no such status.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import gc
@@ -81,7 +84,18 @@ def main(worker_index: int) -> None:
         remove_tree(iso.scratch)
 
 
-_COMMAND = struct.Struct(">cq")  # zygote protocol: (b"F", 0) fork, (b"W", pid) reap; replies (b"P", pid) / (b"S", status)
+_FORK = struct.Struct(">q")  # server -> zygote: pid of the finished child to reap first (0: none)
+_REPLY = struct.Struct(">q")  # zygote -> server: the reaped child's wait status, then the new child's pid
+
+
+@dataclasses.dataclass
+class _Child:
+    """A job child forked by the zygote, blocked on reading its job; the server's ends of its pipes."""
+
+    pid: int  # 0 until the zygote says it
+    job_write: int
+    result_read: int
+    output_read: int
 
 
 class Server:
@@ -90,6 +104,7 @@ class Server:
         self.pid = os.getpid()  # in the zygote and its children: the zygote's pid (the jobs' parent)
         self.jobs = 0
         self.zygote: socket.socket | None = None
+        self.spare: _Child | None = None  # forked while the last reply went out: ready for the next job
 
     # ---- the zygote: the only process jobs are forked from
 
@@ -108,63 +123,68 @@ class Server:
         self.zygote = server_end
 
     def _serve_forks(self, channel: socket.socket) -> None:
-        """The zygote's loop: fork a job child per command, reap one when asked; nothing else."""
+        """The zygote's loop: per command, reap the finished child (if named) and fork the next one
+        on the three pipe ends sent with the command. It reads nothing else."""
         while True:
             try:
-                message, fds, _, _ = socket.recv_fds(channel, _COMMAND.size, 3)
+                message, fds, _, _ = socket.recv_fds(channel, _FORK.size, 3)
             except OSError:
                 return
-            if len(message) != _COMMAND.size:
+            if len(message) != _FORK.size or len(fds) != 3:
                 return  # the server closed its end
-            command, pid = _COMMAND.unpack(message)
-            if command == b"W":
-                _, status = os.waitpid(pid, 0)
-                channel.send(_COMMAND.pack(b"S", status))
-                continue
-            if len(fds) not in (2, 3):
-                for fd in fds:
-                    os.close(fd)
-                return
-            job_read, result_write, output_write = (*fds, None)[:3]
-            child = os.fork()
+            (finished,) = _FORK.unpack(message)
+            channel.send(_REPLY.pack(os.waitpid(finished, 0)[1] if finished else 0))  # the server replies
+            child = os.fork()                                                           # while this forks
             if child == 0:
                 channel.close()
-                self._child_from_pipe(job_read, result_write, output_write)
+                self._child_from_pipe(*fds)
             for fd in fds:
                 os.close(fd)
-            channel.send(_COMMAND.pack(b"P", child))
+            channel.send(_REPLY.pack(child))
 
-    def _child_from_pipe(self, job_read: int, result_write: int, output_write: int | None) -> None:
+    def _child_from_pipe(self, job_read: int, result_write: int, output_write: int) -> None:
         """A fresh job child: its job is the first and only request data this process ever holds."""
         try:
             job = wire.read_frame(job_read)
             os.close(job_read)
+            if job is not None and job["kind"] == "call":  # grading calls' output is not kept
+                os.close(output_write)
+                output_write = None
         except BaseException:
             os._exit(EXIT_SANDBOX_ERROR)
         if job is None:
             os._exit(EXIT_SANDBOX_ERROR)
         self._child(job, result_write, output_write)  # never returns
 
-    def _fork_job(self, result_write: int, output_write: int | None) -> tuple[int, int]:
-        """(pid of a new job child, write end of its job pipe), forked by the zygote."""
+    def _fork(self, finished: int) -> int:
+        """Have the zygote reap `finished` (0: none) and fork the next job's child; the reaped child's
+        wait status. The new child's pid is read when a job needs it (_take_child), so the fork runs
+        while this server replies to the parent."""
         job_read, job_write = os.pipe()
+        result_read, result_write = os.pipe()
+        output_read, output_write = os.pipe()
+        theirs = [job_read, result_write, output_write]
         try:
-            fds = [job_read, result_write] + ([output_write] if output_write is not None else [])
-            socket.send_fds(self.zygote, [_COMMAND.pack(b"F", 0)], fds)
-            reply = self.zygote.recv(_COMMAND.size)
+            socket.send_fds(self.zygote, [_FORK.pack(finished)], theirs)
+            status = self._from_zygote()
         finally:
-            os.close(job_read)
-        kind, pid = _COMMAND.unpack(reply)
-        if kind != b"P":
-            raise RuntimeError("zygote protocol out of step")
-        return pid, job_write
-
-    def _reap(self, pid: int) -> int:
-        self.zygote.send(_COMMAND.pack(b"W", pid))
-        kind, status = _COMMAND.unpack(self.zygote.recv(_COMMAND.size))
-        if kind != b"S":
-            raise RuntimeError("zygote protocol out of step")
+            for fd in theirs:
+                os.close(fd)
+        self.spare = _Child(0, job_write, result_read, output_read)
         return status
+
+    def _from_zygote(self) -> int:
+        reply = self.zygote.recv(_REPLY.size)
+        if len(reply) != _REPLY.size:
+            raise RuntimeError("the zygote exited")
+        return _REPLY.unpack(reply)[0]
+
+    def _take_child(self) -> _Child:
+        if self.spare is None:
+            self._fork(0)
+        child, self.spare = self.spare, None
+        child.pid = self._from_zygote()
+        return child
 
     # ---- start-up proof: a hardened child probes every layer; a layer that does not hold is off
 
@@ -204,24 +224,23 @@ class Server:
     def run_job(self, job: dict) -> dict:
         self.jobs += 1
         job["dir"] = os.path.join(self.iso.scratch, f"job{self.jobs}")
-        result_read, result_write = os.pipe()
-        output_read, output_write = os.pipe() if job["kind"] != "call" else (None, None)
         started = time.monotonic()
-        pid, job_write = self._fork_job(result_write, output_write)
-        os.close(result_write)
-        if output_write is not None:
-            os.close(output_write)
-        pidfd = os.pidfd_open(pid)  # before the child has its job: it cannot have exited yet
+        child = self._take_child()
+        pidfd = os.pidfd_open(child.pid)  # before the child has its job: it cannot have exited yet
         try:
-            wire.write_frame(job_write, job)
+            wire.write_frame(child.job_write, job)
         except BrokenPipeError:  # the child died before reading it; _wait reports a set-up failure
             pass
         finally:
-            os.close(job_write)
-        reply = self._wait(pid, pidfd, result_read, output_read, started + float(job["timeout_s"]))
+            os.close(child.job_write)
+        output_read = child.output_read
+        if job["kind"] == "call":
+            os.close(output_read)
+            output_read = None
+        reply = self._wait(child.pid, pidfd, child.result_read, output_read, started + float(job["timeout_s"]))
         reply["duration_s"] = time.monotonic() - started
         if not self.iso.layers["seccomp"]:
-            self._kill_leftovers(pid)
+            self._kill_leftovers(child.pid)
         reply["leftover"] = not self._empty_scratch()
         return reply
 
@@ -334,7 +353,7 @@ class Server:
                     pipes.remove(fd)
             if pidfd in ready:
                 break
-        status = self._reap(pid)
+        status = self._fork(finished=pid)  # reaps this child and forks the next job's
         os.close(pidfd)
         for fd in pipes:  # drain what the child left; never block (a forked leftover may hold the pipe)
             os.set_blocking(fd, False)
