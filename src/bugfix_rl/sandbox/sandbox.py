@@ -5,6 +5,8 @@ each a separate `python -I -S -B` process of the real interpreter binary; every 
 to an idle server, which forks a hardened child for it. This side only ever reads back tagged JSON,
 checks the job's nonce, the canary and the number of outputs, and rebuilds plain values from
 literals (wire.decode); grading compares those with expected values that never leave this process.
+Model code can write its own report, so reading one is total: any bytes, any JSON, any field of any
+type end as a status (`crash`, `bad_result`, ...) with a short detail, never as an exception here.
 Only this side and the server declare an infrastructure failure (`sandbox_error`): a lost server, or
 a set-up step that failed before any model code ran (the server's `setup_error`); nothing the job
 prints or reports can.
@@ -270,14 +272,11 @@ class Sandbox:
         if problem:
             return CallResult([], "bad_result", problem)
         if "import_error" in report:
-            return CallResult([], "import_error", str(report["import_error"])[:300])
-        try:
-            outputs = [_outcome(item) for item in report["outputs"]]
-        except (KeyError, TypeError, ValueError) as error:
-            return CallResult([], "bad_result", f"malformed outputs: {error}"[:300])
-        if len(outputs) != len(inputs):
-            return CallResult([], "bad_result", f"{len(outputs)} outputs for {len(inputs)} inputs")
-        return CallResult(outputs, "ok")
+            message = report["import_error"]
+            if type(message) is not str:  # the runner writes a str; str() of a forged tree could be huge
+                return CallResult([], "bad_result", f"malformed import_error: {type(message).__name__}")
+            return CallResult([], "import_error", _text(message))
+        return _call_outputs(report.get("outputs"), len(inputs))
 
     def map_call_function(self, jobs: list[tuple]) -> list[CallResult]:
         """call_function(*job) for each (files, module, function, inputs), spread over the workers."""
@@ -298,7 +297,7 @@ class Sandbox:
         if reply["timed_out"]:
             status, code = "timeout", 124
         elif report is not None and not problem:
-            status, code = "ok", report.get("exit_code", 1)
+            status, code = _reported_exit(report)
         elif reply["signal"] is not None:
             status, code = ("timeout" if reply["signal"] == signal.SIGXCPU else "crash"), 128 + reply["signal"]
         else:  # exited without the runner's report: os._exit() in model code, or a forged report
@@ -377,17 +376,48 @@ def _read_report(reply: dict, nonce: str, canary: tuple) -> tuple[dict | None, s
                       "before reporting")
     try:
         report = json.loads(reply["result"])
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError):  # bad UTF-8 and ints past the digit limit are ValueErrors
         return None, "bad report: not JSON"
-    if type(report) is not dict or not hmac.compare_digest(str(report.get("nonce")), nonce):
+    claimed = report.get("nonce") if type(report) is dict else None
+    # compared as bytes: compare_digest raises TypeError on a str with non-ASCII characters
+    if type(claimed) is not str or not hmac.compare_digest(claimed.encode("utf-8", "surrogatepass"),
+                                                           nonce.encode()):
         return None, "bad report: wrong nonce"
     if reply.get("result_overflow"):
         return report, "bad report: too large"
     try:
         canary_ok = wire.decode(report.get("canary")) == canary
-    except (ValueError, TypeError, RecursionError):
+    except ValueError:  # decode raises nothing else
         canary_ok = False
     return report, "" if canary_ok else "bad report: canary mismatch"
+
+
+def _call_outputs(outputs, count: int) -> CallResult:
+    """The CallResult of a checked report's `outputs` (any JSON value: the report may be forged with
+    a stolen nonce): one outcome per input, else `bad_result`."""
+    if type(outputs) is not list:
+        return CallResult([], "bad_result", f"malformed outputs: {type(outputs).__name__}")
+    if len(outputs) != count:
+        return CallResult([], "bad_result", f"{len(outputs)} outputs for {count} inputs")
+    try:
+        return CallResult([_outcome(item) for item in outputs], "ok")
+    except ValueError as error:
+        return CallResult([], "bad_result", _text(f"malformed outputs: {error}"))
+
+
+def _reported_exit(report: dict) -> tuple[str, int]:
+    """(status, exit code) of a checked test-run report. The runner writes an int, or `true` for
+    sys.exit(True) (read as 1, as it always was); any other value is forged: `bad_result`."""
+    code = report.get("exit_code")
+    if type(code) is int:
+        return "ok", code
+    return ("ok", 1) if type(code) is bool else ("bad_result", 1)
+
+
+def _text(message: str, limit: int = 300) -> str:
+    """A report's message cut to `limit` characters, lone surrogates (which JSON's \\udXXX escapes
+    let a report carry) replaced by '?', so that printing or logging the detail cannot raise."""
+    return message[:limit].encode("utf-8", "replace").decode("utf-8")
 
 
 def _outcome(item) -> Outcome:

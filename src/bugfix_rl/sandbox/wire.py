@@ -61,7 +61,27 @@ def encode(value) -> list:
 
 
 def decode(tree):
-    """Tagged tree -> plain value; raises ValueError on anything malformed."""
+    """Tagged tree -> plain value; raises ValueError, and nothing else, on anything malformed.
+
+    The tree is model-reachable (a job can write its own report), so every other way a literal can
+    fail is turned into ValueError too: a hex float past the float range (OverflowError), an
+    unhashable dict key (TypeError), a caller already near the recursion limit (RecursionError).
+    """
+    try:
+        return _decode(tree)
+    except (OverflowError, TypeError, RecursionError) as error:
+        raise ValueError(f"malformed tree: {type(error).__name__}: {error}"[:200]) from error
+
+
+def _describe(node) -> str:
+    """A malformed node in a few words. Never its repr: a forged node can be megabytes long, or nested
+    past the recursion limit, and repr builds all of it before any cut."""
+    if type(node) is list and node and type(node[0]) is str:
+        return f"node tagged {node[0][:20]!r} with {len(node) - 1} items"
+    return f"node of type {type(node).__name__}"
+
+
+def _decode(tree):
     budget = [MAX_NODES]
 
     def walk(node, depth):
@@ -69,12 +89,12 @@ def decode(tree):
         if budget[0] < 0 or depth > MAX_DEPTH:
             raise ValueError("value too large or too deeply nested")
         if type(node) is not list or not node or type(node[0]) is not str:
-            raise ValueError(f"malformed node {node!r:.80}")
+            raise ValueError(f"malformed {_describe(node)}")
         tag, body = node[0], node[1:]
         if tag == "n" and not body:
             return None
         if len(body) != 1:
-            raise ValueError(f"malformed node {node!r:.80}")
+            raise ValueError(f"malformed {_describe(node)}")
         (item,) = body
         if tag == "b" and type(item) is bool:
             return item
@@ -94,8 +114,8 @@ def decode(tree):
                      for pair in item if type(pair) is list and len(pair) == 2]
             if len(pairs) != len(item):
                 raise ValueError("malformed dict node")
-            return dict(pairs)  # an unhashable key (a list) raises TypeError; callers catch both
-        raise ValueError(f"malformed node {node!r:.80}")
+            return dict(pairs)  # an unhashable key (a list) raises TypeError: decode makes it ValueError
+        raise ValueError(f"malformed {_describe(node)}")
 
     return walk(tree, 0)
 
