@@ -131,8 +131,8 @@ class Observed:
     def __init__(self, sandbox):
         self.sandbox, self.statuses = sandbox, []
 
-    def run_tests(self, files, command):
-        result = self.sandbox.run_tests(files, command)
+    def run_tests(self, files, command, timeout_s=None):
+        result = self.sandbox.run_tests(files, command, timeout_s=timeout_s)
         self.statuses.append(result.status)
         return result
 

@@ -48,8 +48,9 @@ class EnvConfig:
     flaky_rate: float = 0.0  # each test outcome behind the reward flips with this probability
     step_penalty: float = 0.0  # subtracted from the reward per turn
     truncation: str = "zero"  # an episode that ends unsubmitted: zero (paid 0) | grade (final code graded)
-    leak_canary: bool = True  # edit menu: stop the run if hidden-test text ever appears in an observation
+    leak_canary: bool = True  # hidden-only test input in an observation: edit menu stops the run; tools: episode pays 0
     max_calls_per_turn: int = 4  # tools env: calls executed per turn
+    step_budget_s: float = 20.0  # tools env: wall clock of a step's sandbox runs (grading: 10 s a job; 20 fits a step)
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)  # tools: the sandbox's limits
 
 
@@ -480,6 +481,8 @@ def validate(cfg) -> None:
         raise ConfigError(f"algo.dual_clip={algo.dual_clip} must be > 1")
     _validate_rollout(cfg)
     _validate_trainer(cfg)
+    if not cfg.env.step_budget_s > 0:
+        raise ConfigError(f"env.step_budget_s must be > 0 (seconds per step), got {cfg.env.step_budget_s}")
     if cfg.env.name == "tools" and cfg.env.truncation != "zero":
         raise ConfigError("env.truncation is an edit-menu switch: the tools env always grades the final file")
     if not 0 <= cfg.env.shape_variants <= 1:

@@ -17,7 +17,16 @@ Semantics (SPEC §2), with the choices made here:
 - Bash is a whitelist simulation, not a shell (see `_plan_command`): `ls`, `cat` and `grep` read the
   in-memory repo here; `pytest`, `python -m pytest`, `python test_<name>.py` (run as that file's
   tests) and `python <file>.py` run in the sandbox, which the model's code never leaves. Bash's
-  `timeout` is accepted but the sandbox's own wall limit applies (its run_tests takes none).
+  `timeout` is accepted but the sandbox's own wall limit applies.
+- Time: per-run limits would add up within one step (a Bash call chains up to MAX_CHAIN runs, a turn
+  holds max_calls_per_turn calls), so all the sandbox runs of one `step` share `step_budget_s` of wall
+  clock: each run's limit is cut to what is left, and once it is spent a run is not started; either
+  way its output says `step time budget of N s spent` and the episode goes on. On the turn that ends
+  the episode the runs get half the budget, and grading (one job, within its own limit) the rest.
+- Leak canary (`leak_canary`): a hidden-only input of the task (`hidden_input_canaries`) that shows
+  up in an observation, and that the model had not written itself in one of its calls, marks the
+  episode `leaked_input`; it pays 0 and counts in the metric `leaked`. The run goes on: here the
+  model's own output reaches observations, so a policy must not be able to stop it.
 - Reward: at the episode's end (final answer, turn limit, or the sampler's context limit), the final
   `<name>.py` is graded by the sandbox's parent-side comparison on hidden + public cases: reward 1
   iff all hidden pass (`reward=public`: iff all public pass).
@@ -36,6 +45,7 @@ import ast
 import random
 import re
 import shlex
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -118,6 +128,8 @@ class ToolsEnvConfig:
     partial_alpha: float = EnvConfig.partial_alpha
     flaky_rate: float = EnvConfig.flaky_rate
     step_penalty: float = EnvConfig.step_penalty  # per assistant turn
+    step_budget_s: float = EnvConfig.step_budget_s  # wall clock for all the sandbox runs of one step
+    leak_canary: bool = EnvConfig.leak_canary  # a hidden-only input in an observation: the episode pays 0
     max_output_words: int = 64  # compact view: words shown per result before `...`
     max_file_chars: int = 100_000  # largest file Edit/Write may leave (repeated replace_all can explode)
 
@@ -135,6 +147,7 @@ class ToolsEpisodeInfo:
     failed: Counter = field(default_factory=Counter)  # refused calls per FAILURE_KINDS entry
     ops: list[str] = field(default_factory=list)  # per change of <name>.py: the gym op it equals, or 'other'
     test_runs: int = 0  # Bash commands that ran tests
+    over_budget: int = 0  # sandbox runs cut short or not started: their step's step_budget_s was spent
     edits_copied: int = 0  # Edit calls whose old_string lines all appeared in an earlier observation
     turns: int = 0
     submitted_final_answer: bool = False  # a turn without calls ended the episode (action 'answer')
@@ -146,6 +159,7 @@ class ToolsEpisodeInfo:
     grade_flags: frozenset = frozenset()  # the sandbox grader's flags (import_error, timeout, ...)
     truncated: bool = False  # ended by the sampler's context limit
     env_error: str = ""  # 'Kind: message' when the env raised for an internal reason (reward 0, not graded)
+    leaked_input: str = ""  # the leak canary: a hidden-only input (code words) an observation showed (reward 0)
 
     @property
     def submitted(self) -> bool:
@@ -174,7 +188,8 @@ class ToolsEpisodeInfo:
                    "edits": self.calls["Edit"] + self.calls["Write"], "bash": self.calls["Bash"],
                    "tests": self.test_runs, "malformed": self.malformed, "failed": sum(self.failed.values()),
                    "turns": self.turns, "first_edit_right": float(self.first_edit_right),
-                   "edits_copied": self.edits_copied,
+                   "edits_copied": self.edits_copied, "over_budget": self.over_budget,
+                   "leaked": float(bool(self.leaked_input)),
                    "exploit": float(self.exploit), "submitted": float(self.submitted),
                    "truncated": float(self.truncated), "env_error": float(bool(self.env_error))}
         numbers.update({f"failed_{kind}": self.failed[kind] for kind in FAILURE_KINDS})
@@ -259,6 +274,27 @@ def known_words() -> frozenset[str]:
     return frozenset(gym_words(list(ALL_TASKS)) | tools_vocabulary(ALL_TASKS))
 
 
+def _input_forms(args: tuple) -> set[str]:
+    """Code words of a test input as a call shows it, `( 7 , 1 , 9 )`, and as its tuple's repr,
+    `( 0 , )` for one argument (how a leaked list of inputs would print)."""
+    call = "(" + ", ".join(repr(arg) for arg in args) + ")"
+    return {" ".join(code_to_words(call)), " ".join(code_to_words(repr(tuple(args))))}
+
+
+@lru_cache(maxsize=1024)  # keyed by the Task object (eq=False: identity); one per base task, variant or copy
+def hidden_input_canaries(task: Task) -> tuple[str, ...]:
+    """The tools env's leak canaries: each hidden test's input (`_input_forms`) that is no public
+    input and occurs in no text of the task's repo, nor in its source after any op, so an observation
+    can show it only by a leak (or by the model's own doing, which the env tells apart)."""
+    public = set().union(*(_input_forms(args) for args, _ in task.public_tests))
+    repo = make_repo(task, task.fn_name)
+    texts = list(repo.values()) + [_apply_op_or_none(task, repo[source_file(task.fn_name)], op) or ""
+                                   for op in ALL_OPS]
+    shown = " " + " ".join(" ".join(code_to_words(text)) for text in texts) + " "
+    return tuple(sorted({form for args, _ in task.hidden_tests for form in _input_forms(args)
+                         if form not in public and f" {form} " not in shown}))
+
+
 def _repo_path(file_path: str) -> str | None:
     """`/repo/x.py`, `./x.py`, `x.py` -> `x.py`; None for anything not a plain name at the root."""
     path = file_path.strip()
@@ -288,6 +324,10 @@ class ToolsEnv:
         self.files = dict(self.original)
         self.read: set[str] = set()
         self.shown_text: list[str] = []  # every result text returned so far (the model saw these)
+        self.canaries = hidden_input_canaries(task) if config.leak_canary else ()
+        self.authored: set[str] = set()  # canaries the model wrote in a call itself: showing them is no leak
+        self._run_deadline = 0.0  # monotonic time after which this step starts no sandbox run
+        self._run_budget_s = config.step_budget_s  # this step's share of it (half on the episode's last turn)
         self.info = ToolsEpisodeInfo(task=task.name, fix_op=task.fix_op)
         self.done = False
         self._graded = False
@@ -307,11 +347,16 @@ class ToolsEnv:
     def step(self, words: list[str] | None) -> str:
         """One compact turn (its words without the end token; None if it never ended)."""
         results = self.run_turn(parse_compact_turn(words))
-        return observation_words(results, known_words(), self.config.max_output_words)
+        observation = observation_words(results, known_words(), self.config.max_output_words)
+        self._watch_for_leaks([observation])
+        return observation
 
     def step_json(self, text: str | None) -> list[str]:
         """One JSON turn (assistant text; None if it never ended) -> one tool response text per call."""
-        return [render_text(result) for result in self.run_turn(parse_json_calls(text))]
+        texts = [render_text(result) for result in self.run_turn(parse_json_calls(text))]
+        if self._unseen_canaries():
+            self._watch_for_leaks([" ".join(code_to_words(text)) for text in texts])
+        return texts
 
     # ---- the tool layer
 
@@ -320,6 +365,9 @@ class ToolsEnv:
         assert not self.done, "step() after the episode ended"
         info = self.info
         info.turns += 1
+        grades = not calls or info.turns >= self.config.max_turns  # this turn ends the episode
+        self._run_budget_s = self.config.step_budget_s / (2 if grades else 1)  # grading gets the other half
+        self._run_deadline = time.monotonic() + self._run_budget_s
         if not calls:
             info.submitted_final_answer = True
             info.actions.append("answer")
@@ -327,6 +375,7 @@ class ToolsEnv:
             return []
         results = []
         for index, call in enumerate(calls):
+            self._note_authored(call)
             if isinstance(call, Malformed):
                 info.malformed += 1
                 info.malformed_reasons[call.reason] += 1
@@ -348,6 +397,29 @@ class ToolsEnv:
         if info.turns >= self.config.max_turns:
             self._finish()
         return results
+
+    # ---- the leak canary
+
+    def _unseen_canaries(self) -> list[str]:
+        return [] if self.info.leaked_input else [text for text in self.canaries if text not in self.authored]
+
+    def _note_authored(self, call: ToolCall | Malformed) -> None:
+        """Canaries in the text of one call (its string arguments; a malformed call's echoed detail)."""
+        unseen = self._unseen_canaries()
+        if not unseen:
+            return
+        strings = ([call.detail] if isinstance(call, Malformed)
+                   else [value for value in call.args.values() if isinstance(value, str)])
+        written = " " + " ".join(" ".join(code_to_words(text)) for text in strings) + " "
+        self.authored.update(text for text in unseen if f" {text} " in written)
+
+    def _watch_for_leaks(self, observations: list[str]) -> None:
+        """Mark the episode leaked if an observation (as code words) shows a canary the model did not write."""
+        shown = " " + " ".join(observations) + " "
+        for text in self._unseen_canaries():
+            if f" {text} " in shown:
+                self.info.leaked_input = text
+                return
 
     def _copied_from_observations(self, old_string: str) -> bool:
         """Every line of a non-empty old_string occurs in a result the model saw before this turn.
@@ -483,10 +555,18 @@ class ToolsEnv:
     def _run(self, command: str, test_run: bool) -> tuple[str, int, str]:
         if self.sandbox is None:
             raise RuntimeError("this ToolsEnv has no sandbox to run commands in")
-        result = self.sandbox.run_tests(dict(self.files), command)
+        spent = f"step time budget of {self._run_budget_s:g} s spent"
+        left = self._run_deadline - time.monotonic()
+        if left <= 0:
+            self.info.over_budget += 1
+            return _same(f"{spent}: command not run", 124)  # a nonzero code: a chain stops here
+        result = self.sandbox.run_tests(dict(self.files), command, timeout_s=left)
         self.info.test_runs += test_run
         output = result.stdout + ("" if result.status == "ok" else f"\n[{result.status}]")
         brief = summarize_test_output(output) if test_run else summarize_script_output(output)
+        if result.status == "timeout" and time.monotonic() >= self._run_deadline:  # cut by the budget
+            self.info.over_budget += 1
+            output, brief = f"{output}\n{spent}", f"{brief}\n{spent}"
         return output, result.exit_code, brief
 
     def _cat(self, names: list[str]) -> tuple[str, int, str]:
@@ -574,7 +654,7 @@ class ToolsEnv:
             self._grade()  # the sampler may end an episode (context full) without a last step
         except Exception as error:  # internal (the sandbox gone), as in rollout/env_errors.py: unrewarded
             self.info.env_error = f"{type(error).__name__}: {error}".splitlines()[0][:200]
-        if self.info.env_error:
+        if self.info.env_error or self.info.leaked_input:
             return 0.0
         if self._reward is None:  # computed once: flaky flips are drawn once per episode
             self._reward = episode_reward(self.spec, True, *self._outcomes, self.info.turns, self.rng)
@@ -672,6 +752,7 @@ def make_tools_env_factory(env_cfg):
 
     config = ToolsEnvConfig(max_turns=env_cfg.max_turns, max_calls_per_turn=env_cfg.max_calls_per_turn,
                             rename=env_cfg.rename, reward=env_cfg.reward, partial_alpha=env_cfg.partial_alpha,
-                            flaky_rate=env_cfg.flaky_rate, step_penalty=env_cfg.step_penalty)
+                            flaky_rate=env_cfg.flaky_rate, step_penalty=env_cfg.step_penalty,
+                            step_budget_s=env_cfg.step_budget_s, leak_canary=env_cfg.leak_canary)
     sandbox = Sandbox(SandboxConfig.from_limits(env_cfg.sandbox))
     return (lambda task, name: ToolsEnv(task, config, name, sandbox)), sandbox.close

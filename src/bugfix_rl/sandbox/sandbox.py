@@ -284,13 +284,15 @@ class Sandbox:
             raise RuntimeError("sandbox is closed")
         return list(self._pool.map(lambda job: self.call_function(*job), jobs))
 
-    def run_tests(self, files: dict[str, str], command: str) -> RunResult:
-        """`pytest [args]`, `python -m pytest [args]` or `python file.py [args]` in a fresh run dir."""
+    def run_tests(self, files: dict[str, str], command: str, timeout_s: float | None = None) -> RunResult:
+        """`pytest [args]`, `python -m pytest [args]` or `python file.py [args]` in a fresh run dir;
+        `timeout_s` shortens the job's wall limit (never lengthens it): a caller's own time budget."""
         parsed = parse_command(command)
         if parsed is None:
             return RunResult(f"command not available in this sandbox: {command}", 127, "bad_command", 0.0)
         nonce, canary = secrets.token_hex(16), (secrets.randbits(48),)
-        reply = self._submit({"kind": parsed[0], "args": parsed[1], "files": self._checked(files)}, nonce, canary)
+        reply = self._submit({"kind": parsed[0], "args": parsed[1], "files": self._checked(files)}, nonce, canary,
+                             timeout_s)
         if reply.get("lost") or reply.get("setup_error"):
             return RunResult("", 1, "sandbox_error", 0.0)
         report, problem = _read_report(reply, nonce, canary)
@@ -308,13 +310,14 @@ class Sandbox:
 
     # ---- plumbing
 
-    def _submit(self, job: dict, nonce: str, canary: tuple) -> dict:
+    def _submit(self, job: dict, nonce: str, canary: tuple, timeout_s: float | None = None) -> dict:
         if self._closed:
             raise RuntimeError("sandbox is closed")
-        job.update(nonce=nonce, canary=wire.encode(canary), timeout_s=self.config.timeout_s)
+        limit = self.config.timeout_s if timeout_s is None else max(0.0, min(timeout_s, self.config.timeout_s))
+        job.update(nonce=nonce, canary=wire.encode(canary), timeout_s=limit)
         worker = self._idle.get()
         try:
-            reply = worker.request(job, self.config.timeout_s + SERVER_GRACE_S)
+            reply = worker.request(job, limit + SERVER_GRACE_S)
             if reply.get("leftover"):  # the job left something its server could not remove: start afresh
                 worker = self._replace(worker)
             return reply
