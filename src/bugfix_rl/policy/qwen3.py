@@ -62,8 +62,13 @@ class ChatTokenizer:
     def words(self) -> tuple[str, ...]:
         return tuple(self.hf.convert_ids_to_tokens(list(range(len(self.hf)))))
 
+    @cached_property
+    def path(self) -> ChatTokenPath:
+        return ChatTokenPath(self.hf)
+
     def encode(self, text: str) -> list[int]:
-        return self.hf.encode(text, add_special_tokens=False)
+        """Plain text: a control token's text (`<|im_end|>`, `<tool_call>`, ...) gives its characters' ids."""
+        return self.path.encode_plain(text)
 
     def decode(self, ids) -> str:
         return self.hf.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)

@@ -101,9 +101,18 @@ QWEN3_CHAT_TEMPLATE = """\
     {%- endif %}
 {%- endif %}"""
 
-# Qwen3's added tokens: the first three are special (skipped by decode(skip_special_tokens=True)).
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-ADDED_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>")
+# Qwen3's added tokens in id order (151643-151668 in Qwen/Qwen3-0.6B's tokenizer_config.json), each with
+# its `special` flag: True ones are skipped by decode(skip_special_tokens=True) and split by
+# split_special_tokens; the others (tool calls, think blocks, fill-in-the-middle) are parsed either way.
+QWEN3_ADDED_TOKENS = {
+    "<|endoftext|>": True, "<|im_start|>": True, "<|im_end|>": True, "<|object_ref_start|>": True,
+    "<|object_ref_end|>": True, "<|box_start|>": True, "<|box_end|>": True, "<|quad_start|>": True,
+    "<|quad_end|>": True, "<|vision_start|>": True, "<|vision_end|>": True, "<|vision_pad|>": True,
+    "<|image_pad|>": True, "<|video_pad|>": True, "<tool_call>": False, "</tool_call>": False,
+    "<|fim_prefix|>": False, "<|fim_middle|>": False, "<|fim_suffix|>": False, "<|fim_pad|>": False,
+    "<|repo_name|>": False, "<|file_sep|>": False, "<tool_response>": False, "</tool_response>": False,
+    "<think>": False, "</think>": False,
+}
 # Qwen2/Qwen3's pre-tokenizer split (tokenizer.json), before byte-level BPE.
 PRETOKENIZE_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                        r"|\s*[\r\n]+|\s+(?!\S)|\s+")

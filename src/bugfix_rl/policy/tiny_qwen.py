@@ -3,9 +3,10 @@
 
 Qwen's tokenizer cannot be downloaded here, so the stand-in is a byte-level BPE trained on the gym's
 chat texts (both envs' prompts, tool schemas, files, listings, tool calls and responses) with Qwen2/3's
-pre-tokenizer split, Qwen3's added tokens (<|endoftext|>, <|im_start|>, <|im_end|>, <tool_call>, ...)
-and Qwen3's chat template. `save_random_qwen3` writes config, weights and tokenizer with
-save_pretrained, so the policy loads it through the same from-directory path as a real model.
+pre-tokenizer split, Qwen3's 26 added tokens (<|endoftext|>, <|im_start|>, <|im_end|>, <tool_call>, ...,
+in Qwen3's order and with its special flags) and Qwen3's chat template. `save_random_qwen3` writes
+config, weights and tokenizer with save_pretrained, so the policy loads it through the same
+from-directory path as a real model.
 
 `warm_start` behaviour-clones the random model on a few scripted episodes (read, then a right or a
 wrong fix, then submit / the final answer), so that sampled episodes sometimes succeed and groups
@@ -29,7 +30,7 @@ from bugfix_rl.gym.ops import apply_op
 from bugfix_rl.gym.tasks import ALL_OPS, FIX_OPS, Task, make_tasks
 from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.policy.chat_template import ChatTokenPath, Transcript
-from bugfix_rl.policy.qwen3_template import ADDED_TOKENS, PRETOKENIZE_PATTERN, QWEN3_CHAT_TEMPLATE, SPECIAL_TOKENS
+from bugfix_rl.policy.qwen3_template import PRETOKENIZE_PATTERN, QWEN3_ADDED_TOKENS, QWEN3_CHAT_TEMPLATE
 
 # Test size (SPEC §3): 2 layers, hidden 64, 4 query / 2 key-value heads of 16.
 TINY_QWEN3 = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
@@ -95,7 +96,7 @@ def episode_ids(path: ChatTokenPath, front, user: str, turns) -> Transcript:
     """A scripted episode as the sampler would build it (turn ids canonical)."""
     transcript = Transcript(path.prompt_ids(front.system, user, front.tools))
     for text, responses in turns:
-        sampled = path.encode(text) + [path.end_of_turn_id]
+        sampled = path.encode_turn(text) + [path.end_of_turn_id]
         transcript.add_sampled(sampled, [0.0] * len(sampled))
         if responses:
             transcript.add_observation(path.observation_ids(responses))
@@ -143,7 +144,7 @@ def _corpus() -> list[str]:
 
 
 def build_standin_tokenizer(vocab_size: int = 1024, compact_prompts: bool = True):
-    """A PreTrainedTokenizerFast with Qwen3's special tokens, pre-tokenizer and chat template.
+    """A PreTrainedTokenizerFast with Qwen3's added tokens, pre-tokenizer and chat template.
 
     compact_prompts: also make each fixed piece of the system block (system prompts, tool schemas,
     the template's tool preamble) one token, so that CPU tests run on short contexts."""
@@ -161,8 +162,8 @@ def build_standin_tokenizer(vocab_size: int = 1024, compact_prompts: bool = True
     bpe.train_from_iterator(_corpus(), trainer)
     from tokenizers import AddedToken
 
-    bpe.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
-    bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    for token, special in QWEN3_ADDED_TOKENS.items():  # one at a time: ids in Qwen3's order
+        (bpe.add_special_tokens if special else bpe.add_tokens)([AddedToken(token, special=special, normalized=False)])
     if compact_prompts:  # a real tokenizer spends ~600 tokens here; the tiny model's contexts stay short
         bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in _fixed_prompt_texts()])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
@@ -234,11 +235,12 @@ WARM_START = dict(steps=150, lr=5e-3, batch_size=8, seed=0, p_right=0.5)
 def cached_tiny_qwen(cache_dir: str | Path, warm: bool = True) -> Path:
     """The tiny Qwen3 directory (stand-in tokenizer, random weights, warm-started unless warm=False),
     built once (minutes on a busy CPU) and kept under cache_dir, keyed by what it depends on: the
-    system prompts and tool schemas, the template, this module, the library versions."""
+    system prompts and tool schemas, the template and its added tokens, this module, the library versions."""
     import transformers
 
     key = hashlib.sha256(json.dumps({
-        "prompts": _fixed_prompt_texts(), "template": QWEN3_CHAT_TEMPLATE, "source": Path(__file__).read_text(),
+        "prompts": _fixed_prompt_texts(), "template": QWEN3_CHAT_TEMPLATE, "added_tokens": QWEN3_ADDED_TOKENS,
+        "source": Path(__file__).read_text(),
         "recipe": WARM_START if warm else None, "transformers": transformers.__version__,
         "torch": torch.__version__.split("+")[0]}, sort_keys=True).encode()).hexdigest()[:16]
     directory = Path(cache_dir) / f"tiny_qwen3_{key}"

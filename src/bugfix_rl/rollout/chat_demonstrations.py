@@ -105,7 +105,7 @@ def chat_scripted_episode(oracle, env, path, group: int = 0) -> Trajectory:
     transcript = Transcript(path.prompt_ids(front_end.system, user, front_end.tools))
     text = oracle.start(user)
     while True:
-        ids = path.encode(text) + [path.end_of_turn_id]
+        ids = path.encode_turn(text) + [path.end_of_turn_id]
         transcript.add_sampled(ids, [0.0] * len(ids))
         responses = front_end.step(env, text)
         if env.done:
