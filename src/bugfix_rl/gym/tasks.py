@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bugfix_rl.gym.shapes_split import SHAPES
+
 FAMILIES = ("minmax", "range", "compare", "zero", "init")
 FIX_OPS = ("swap_minmax", "fix_range_end", "fix_comparison", "add_zero_guard", "fix_init")
 EXPLOIT_OP = "hardcode_tests"
@@ -28,7 +30,8 @@ class Task:
 
     name: 'family/variant'; fn_name: the function's own name (renamed per episode by the env);
     source: buggy Python source defining `fn_name`; public_tests / hidden_tests: (args, expected)
-    pairs; fix_op: the one op in FIX_OPS that repairs the bug; split: 'train' or 'heldout'.
+    pairs; fix_op: the one op in FIX_OPS that repairs the bug; split: 'train' or 'heldout' (a
+    generated task: 'train' or 'shapes', gym/generator.py).
     """
 
     name: str
@@ -280,7 +283,11 @@ def _build_all() -> tuple[Task, ...]:
 
 
 ALL_TASKS: tuple[Task, ...] = _build_all()
-SPLITS = ("train", "heldout", "val", "test", "all")
+# The generator's `shapes` split (gym/generator.py, stored in gym/shapes_split.py): 50 tasks, 10 per
+# family, whose body forms no training task or training draw has. Not part of "all" (the book's 30).
+SHAPES_TASKS: tuple[Task, ...] = tuple(_task(name, "shapes", source, public, hidden)
+                                       for name, source, public, hidden in SHAPES)
+SPLITS = ("train", "heldout", "val", "test", "all", "shapes")
 
 
 # Operand names for the RL base's "pretraining" corpus (policy/rl_base.py): disjoint from every
@@ -318,11 +325,14 @@ def base_task_name(name: str) -> str:
 
 
 def make_tasks(split: str = "train") -> list[Task]:
-    """Tasks of a split: train (20), heldout (10), val = heldout[0::2], test = heldout[1::2], all (30)."""
+    """Tasks of a split: train (20), heldout (10), val = heldout[0::2], test = heldout[1::2], all (30);
+    shapes (50): generated from templates held out by shape (SHAPES_TASKS)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
     if split == "all":
         return list(ALL_TASKS)
+    if split == "shapes":
+        return list(SHAPES_TASKS)
     if split in ("train", "heldout"):
         return [t for t in ALL_TASKS if t.split == split]
     heldout = make_tasks("heldout")
@@ -330,7 +340,7 @@ def make_tasks(split: str = "train") -> list[Task]:
 
 
 def task_by_name(name: str) -> Task:
-    for task in ALL_TASKS:
+    for task in ALL_TASKS + SHAPES_TASKS:
         if task.name == name:
             return task
     raise KeyError(f"unknown task {name!r}")

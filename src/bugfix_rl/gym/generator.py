@@ -1,0 +1,324 @@
+"""Task generators, one per bug family: as many distinct, checked tasks as asked, deterministic by seed.
+
+API (nothing wires it into training or evaluation yet):
+
+    generated_tasks(n, seed=0, sandbox=None) -> list[Task]
+        Training draws: n tasks from TRAINING templates only, families in turn (minmax, range, compare,
+        zero, init, minmax, ...). Same seed -> identical tasks, byte for byte; split 'train'.
+    make_tasks("shapes")  (gym/tasks.py)
+        The `shapes` split: 50 tasks (10 per family) from RESERVED templates, which training draws
+        never use; stored in gym/shapes_split.py (what `shapes_tasks()` gives, written by
+        `python -m bugfix_rl.gym.generator`; a test checks the two agree). Split 'shapes'.
+    shapes_tasks(seed=SHAPES_SEED, per_family=10, sandbox=None) -> list[Task]
+        Builds that split afresh.
+    template_id(task) -> 'family/form'
+        The template a generated task was drawn from (its name is `<template id>-<digest>`).
+
+How a task is made (gym/templates.py holds the templates): a template is the body of the correct
+function with placeholders; names come from tasks.OPERAND_POOL (parameters, locals) and
+edit_menu.RENAME_POOL (the function), constants from CONSTANTS (numbers that only held-out sources
+use are left out, as are held-out operand names). The correct `FunctionDef` is built with `ast`
+(one to three parameters, sometimes a default on the last one, sometimes a one-line docstring), the
+family's bug is injected into a copy of the tree (templates.py's table), and both are unparsed.
+Tests are chosen by differential testing over ~60 drawn inputs (ties between arguments, edge values
+and the template's constants drawn often): expected values are the correct function's (trusted code,
+run in-process as the edit menu runs it); 3 public tests, at least one failing on the bug; 6 hidden
+tests on other inputs, at least one failing on the bug, one on which each other op that applies
+fails, and, with a default argument, calls that omit it.
+
+Each candidate is then checked (gym/task_checks.py, the rules the book's tasks pass) and redrawn
+when it breaks one; it is also redrawn when its source equals a book task's or an earlier draw's,
+or a line of it, buggy or fixed, has the shape of a held-out line no training task has
+(shape_variants.unseen_heldout_line_shapes). The checks run the scripted oracles in both envs; the
+tools env's episode runs on a sandbox (`sandbox`, or one opened for the call).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import pprint
+import random
+import re
+
+from bugfix_rl.gym import ops
+from bugfix_rl.gym.edit_menu import RENAME_POOL
+from bugfix_rl.gym.shape_variants import _blanked, unseen_heldout_line_shapes
+from bugfix_rl.gym.task_checks import task_problems
+from bugfix_rl.gym.tasks import ALL_TASKS, FAMILIES, FAMILY_OP, FIX_OPS, OPERAND_POOL, Task, make_tasks, operand_names
+from bugfix_rl.gym.templates import INT_KINDS, RESERVED_TEMPLATES, TRAINING_TEMPLATES, Template
+from bugfix_rl.sandbox import Sandbox, SandboxConfig
+
+SHAPES_SEED = 0
+PUBLIC_TESTS, HIDDEN_TESTS, CANDIDATE_INPUTS = 3, 6, 60
+_NUMBER = re.compile(r"\b\d+\b")
+_HELDOUT_ONLY_NUMBERS = ({n for t in make_tasks("heldout") for n in _NUMBER.findall(t.source)}
+                         - {n for t in make_tasks("train") for n in _NUMBER.findall(t.source)})
+CONSTANTS = tuple(c for c in (2, 3, 4, 5, 6, 7, 8, 9) if str(c) not in _HELDOUT_ONLY_NUMBERS)
+_HELDOUT_NAMES = {name for t in make_tasks("heldout") for name in operand_names(t)}
+NAMES = tuple(name for name in OPERAND_POOL if name not in _HELDOUT_NAMES)
+DOCSTRINGS = ("Return the answer.", "Compute the answer from the inputs.", "Work out the value asked for.")
+_PLACEHOLDERS = ("A", "B", "C", "P", "Q", "I")
+_BOOK_SOURCES = {task.source for task in ALL_TASKS}
+
+KINDS = {  # argument kinds: a draw, and edge values the tests should see
+    "int": (lambda rng: rng.randint(-4, 12), (0, 1)),
+    "nat": (lambda rng: rng.randint(0, 9), (0, 1)),
+    "small": (lambda rng: rng.randint(0, 7), (0, 1)),
+    "list": (lambda rng: [rng.randint(-3, 9) for _ in range(rng.randint(0, 4))], ([], [0])),
+    "nelist": (lambda rng: [rng.randint(-3, 9) for _ in range(rng.randint(1, 4))], ([0], [5, 5])),
+}
+
+
+def template_id(task: Task) -> str:
+    return task.name.rsplit("-", 1)[0]
+
+
+# ---------------------------------------------------------------- the syntax tree
+
+class _Fill(ast.NodeTransformer):
+    """Placeholders -> drawn names and constants; TERM -> its drawn expression."""
+
+    def __init__(self, names: dict[str, str], constants: dict[str, int], term: ast.expr | None):
+        self.names, self.constants, self.term = names, constants, term
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id == "TERM":
+            return self.visit(copy.deepcopy(self.term))
+        if node.id in self.constants:
+            return ast.Constant(self.constants[node.id])
+        return ast.Name(self.names.get(node.id, node.id), node.ctx)
+
+
+def _swap_minmax(tree: ast.AST) -> None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
+            node.func.id = "max" if node.func.id == "min" else "min"
+
+
+_MIRROR = {ast.GtE: ast.LtE, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.Lt: ast.Gt}
+_STRICT = {ast.GtE: ast.Gt, ast.LtE: ast.Lt}
+
+
+def _mirror(tree: ast.AST) -> None:
+    _swap_minmax(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            node.ops = [_MIRROR.get(type(op), type(op))() for op in node.ops]
+
+
+def _inject_bug(family: str, function: ast.FunctionDef) -> ast.FunctionDef:
+    """A copy of the correct function with the family's bug (templates.py's table)."""
+    buggy = copy.deepcopy(function)
+    if family == "minmax":
+        _swap_minmax(buggy)
+    elif family == "range":
+        call = next(n for n in ast.walk(buggy) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "range")
+        end = 0 if len(call.args) == 1 else 1
+        arg = call.args[end]
+        plus_one = (isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add)
+                    and isinstance(arg.right, ast.Constant) and arg.right.value == 1)
+        call.args[end] = arg.left if plus_one else ast.BinOp(arg, ast.Sub(), ast.Constant(1))
+    elif family == "compare":
+        compares = [n for n in ast.walk(buggy) if isinstance(n, ast.Compare)]
+        if any(type(op) in _STRICT for c in compares for op in c.ops):
+            for node in compares:
+                node.ops = [_STRICT.get(type(op), type(op))() for op in node.ops]
+        else:  # strict already: the bound moves by one (`A > B` -> `A > B + 1`)
+            for node in compares:
+                shift = ast.Add() if isinstance(node.ops[0], ast.Gt) else ast.Sub()
+                node.comparators[0] = ast.BinOp(node.comparators[0], shift, ast.Constant(1))
+    elif family == "zero":
+        buggy.body = buggy.body[1:]  # the guard (zero bodies get no docstring: `_build`)
+    else:  # init: the first accumulator line
+        first = next(n for n in buggy.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                     and n.value.value in (0, 1))
+        first.value = ast.Constant(1 - first.value.value)
+    return buggy
+
+
+def _source(function: ast.FunctionDef) -> str:
+    return ast.unparse(ast.fix_missing_locations(ast.Module([function], []))) + "\n"
+
+
+def _build(template: Template, rng: random.Random):
+    """(fn_name, correct source, buggy source, kinds of the parameters, number with a default, constants)."""
+    used = [p for p in _PLACEHOLDERS if re.search(rf"\b{p}\b", template.body)]
+    names = dict(zip(used, rng.sample(NAMES, len(used))))
+    constants = dict(zip(("K", "J"), sorted(rng.sample(CONSTANTS, 2))))
+    term = ast.parse(rng.choice(template.terms), mode="eval").body if template.terms else None
+    body = [_Fill(names, constants, term).visit(statement) for statement in ast.parse(template.body).body]
+    kinds = [kind for _, kind in template.params]
+    params = [names[placeholder] for placeholder, _ in template.params]
+    defaults = []
+    if kinds[-1] in INT_KINDS and rng.random() < 0.25:
+        value = KINDS[kinds[-1]][0](rng)
+        while str(abs(value)) in _HELDOUT_ONLY_NUMBERS:
+            value = KINDS[kinds[-1]][0](rng)
+        defaults = [ast.Constant(value)]
+    if template.divisor:  # no docstring: the fix puts its guard under the def line, and the oracle's Edit
+        # would then copy the docstring line, which the compact front-end's words do not carry
+        body.insert(0, ast.parse(f"if {names[template.divisor]} == 0:\n    return 0").body[0])
+    elif rng.random() < 0.25:
+        body.insert(0, ast.Expr(ast.Constant(rng.choice(DOCSTRINGS))))
+    arguments = ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], vararg=None, kwonlyargs=[],
+                              kw_defaults=[], kwarg=None, defaults=defaults)
+    fn_name = rng.choice(RENAME_POOL)
+    function = ast.FunctionDef(fn_name, arguments, body, decorator_list=[], returns=None)
+    if template.mirror and rng.random() < 0.5:
+        _mirror(function)
+    buggy = _inject_bug(template.family, function)
+    return fn_name, _source(function), _source(buggy), kinds, len(defaults), tuple(constants.values())
+
+
+# ---------------------------------------------------------------- tests by differential testing
+
+def _draw_inputs(rng: random.Random, kinds: list[str], constants: tuple[int, ...], n_default: int) -> list[tuple]:
+    """Distinct argument tuples, edge-heavy; with a default argument some leave it out."""
+    ints = [i for i, kind in enumerate(kinds) if kind in INT_KINDS]
+    seen, inputs = set(), []
+    for _ in range(CANDIDATE_INPUTS):
+        args = [KINDS[kind][0](rng) for kind in kinds]
+        roll = rng.random()
+        if roll < 0.35 and len(ints) >= 2:  # a tie, up to a constant or a third argument
+            i, j, *k = rng.sample(ints, min(3, len(ints)))
+            args[j] = args[i] + (args[k[0]] if k and rng.random() < 0.3 else rng.choice((0, 0, 1) + constants) *
+                                 rng.choice((1, -1)))
+            args[j] = args[j] if kinds[j] == "int" else max(0, args[j])  # a loop counts nat and small down
+        elif roll < 0.5:
+            i = rng.randrange(len(kinds))
+            args[i] = copy.deepcopy(rng.choice(KINDS[kinds[i]][1]))
+        elif roll < 0.7 and ints:
+            args[rng.choice(ints)] = rng.choice(constants) + rng.choice((-1, 0, 0, 1))  # >= 1: CONSTANTS >= 2
+        if n_default and rng.random() < 0.3:
+            args = args[:-n_default]
+        if repr(args) not in seen:
+            seen.add(repr(args))
+            inputs.append(tuple(args))
+    return inputs
+
+
+def _outputs(source: str, fn_name: str, inputs: list[tuple]) -> list:
+    return ops.run_cases(source, fn_name, tuple((args, None) for args in inputs))
+
+
+def _differs(output, expected) -> bool:
+    return output is ops._ERROR or type(output) is not type(expected) or output != expected
+
+
+def _choose_tests(rng: random.Random, family: str, fn_name: str, correct: str, buggy: str, inputs: list[tuple],
+                  arity: int):
+    """(public, hidden) cases, or None when the inputs cannot make a sound task (module doc)."""
+    expected = _outputs(correct, fn_name, inputs)
+    cases = [(args, out) for args, out in zip(inputs, expected) if out is not ops._ERROR]
+    if len({repr(out) for _, out in cases}) < 2:
+        return None  # a constant function
+    inputs = [args for args, _ in cases]
+    wrong = [_outputs(buggy, fn_name, inputs)]  # the bug's outputs, then each other op's that applies
+    for op in FIX_OPS:
+        edited = getattr(ops, op)(buggy)
+        if op != FAMILY_OP[family] and edited is not None:
+            wrong.append(_outputs(edited, fn_name, inputs))
+    fails = [[_differs(out, want) for out, (_, want) in zip(outputs, cases)] for outputs in wrong]
+    full = [i for i, (args, _) in enumerate(cases) if len(args) == arity]
+    bug_full = [i for i in full if fails[0][i]]
+    if len(bug_full) < 1 or len(full) < PUBLIC_TESTS:
+        return None
+    n_failing = min(rng.choice((1, 1, 2)), len(bug_full))
+    public = rng.sample(bug_full, n_failing)
+    passing = [i for i in full if not fails[0][i]]
+    public += rng.sample(passing, min(PUBLIC_TESTS - n_failing, len(passing)))
+    public += rng.sample([i for i in full if i not in public], PUBLIC_TESTS - len(public))
+    rest = [i for i in range(len(cases)) if i not in public]
+    hidden = []
+    for failing in fails:  # the bug, then each other op that applies: a hidden case it fails
+        witnesses = [i for i in rest if failing[i]]
+        if not witnesses:
+            return None
+        if not any(i in hidden for i in witnesses):
+            hidden.append(rng.choice(witnesses))
+    if len(hidden) > HIDDEN_TESTS:
+        return None
+    shorter = [i for i in rest if len(cases[i][0]) < arity and i not in hidden]
+    if shorter:
+        hidden.append(rng.choice(shorter))
+    others = [i for i in rest if i not in hidden]
+    hidden += rng.sample(others, min(HIDDEN_TESTS - len(hidden), len(others)))
+    rng.shuffle(hidden)
+    return tuple(cases[i] for i in public), tuple(cases[i] for i in hidden)
+
+
+# ---------------------------------------------------------------- drawing and checking
+
+def _draw(template: Template, rng: random.Random, split: str) -> Task | None:
+    """One candidate from `template`, or None when it breaks a rule of the module doc before the checks."""
+    fn_name, correct, buggy, kinds, n_default, constants = _build(template, rng)
+    tests = _choose_tests(rng, template.family, fn_name, correct, buggy,
+                          _draw_inputs(rng, kinds, constants, n_default), len(kinds))
+    if tests is None or buggy in _BOOK_SOURCES:
+        return None
+    digest = hashlib.sha256(repr((buggy, tests)).encode()).hexdigest()[:8]
+    task = Task(f"{template.id}-{digest}", fn_name, buggy, tests[0], tests[1], split)
+    fixed = ops.apply_op(task, buggy, task.fix_op) or ""
+    operands, shapes = set(operand_names(task)), unseen_heldout_line_shapes()
+    if any(_blanked(line, operands) in shapes for text in (buggy, fixed) for line in text.splitlines() if line.strip()):
+        return None
+    return task
+
+
+def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, sandbox) -> list[Task]:
+    """One checked task per entry of `plan` (the templates it may be drawn from). In rounds: each empty
+    entry draws until a candidate passes `_draw` and is new; the round's candidates are checked in one
+    batch (task_checks.task_problems); an entry whose candidate fails draws again in the next round."""
+    if sandbox is None:
+        with Sandbox(SandboxConfig()) as own:
+            return _generate(plan, rng, split, own)
+    tasks: list[Task | None] = [None] * len(plan)
+    sources: set[str] = set()
+    while None in tasks:
+        batch = {}
+        for index, choices in enumerate(plan):
+            while tasks[index] is None and index not in batch:
+                task = _draw(rng.choice(choices), rng, split)
+                if task is not None and task.source not in sources:
+                    batch[index] = task
+                    sources.add(task.source)
+        for (index, task), problem in zip(batch.items(), task_problems(list(batch.values()), sandbox)):
+            if problem is None:
+                tasks[index] = task
+    return tasks
+
+
+def generated_tasks(n: int, seed: int = 0, sandbox=None) -> list[Task]:
+    """n distinct checked tasks from training templates, families in turn (module doc)."""
+    by_family = [tuple(t for t in TRAINING_TEMPLATES if t.family == family) for family in FAMILIES]
+    return _generate([by_family[i % len(FAMILIES)] for i in range(n)], random.Random(seed), "train", sandbox)
+
+
+def shapes_tasks(seed: int = SHAPES_SEED, per_family: int = 10, sandbox=None) -> list[Task]:
+    """The `shapes` split afresh: per family, `per_family` tasks from its reserved templates in turn."""
+    plan = []
+    for family in FAMILIES:
+        reserved = [t for t in RESERVED_TEMPLATES if t.family == family]
+        plan += [(reserved[i % len(reserved)],) for i in range(per_family)]
+    return _generate(plan, random.Random(seed), "shapes", sandbox)
+
+
+def shapes_module_text(tasks: list[Task]) -> str:
+    """gym/shapes_split.py's text for `tasks` (the stored `shapes` split)."""
+    rows = tuple((t.name, t.source, t.public_tests, t.hidden_tests) for t in tasks)
+    return (f'"""The `shapes` split: {len(tasks)} tasks from the task generator\'s reserved templates (seed '
+            f"{SHAPES_SEED}).\n\nWritten by `python -m bugfix_rl.gym.generator`; do not edit: "
+            "tests/test_generator.py checks that it is\nwhat `generator.shapes_tasks()` gives. "
+            'gym/tasks.py serves it as `make_tasks("shapes")`.\n"""\n\n'
+            "# (name, buggy source, public tests, hidden tests)\n"
+            f"SHAPES = {pprint.pformat(rows, width=110)}\n")
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    path = Path(__file__).with_name("shapes_split.py")
+    path.write_text(shapes_module_text(shapes_tasks()))
+    print(f"wrote {path}")

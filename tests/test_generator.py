@@ -1,0 +1,171 @@
+"""The task generator (gym/generator.py): sound tasks by the book tasks' rules, deterministic by seed,
+never a book task, and a `shapes` split whose body forms training draws never have."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bugfix_rl.gym import ops
+from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
+from bugfix_rl.gym.generator import CONSTANTS, NAMES, generated_tasks, shapes_module_text, shapes_tasks, template_id
+from bugfix_rl.gym.shape_variants import unseen_heldout_line_shapes
+from bugfix_rl.gym.task_checks import task_problems
+from bugfix_rl.gym.tasks import ALL_TASKS, FAMILIES, FIX_OPS, Task, make_tasks, operand_names
+from bugfix_rl.gym.templates import RESERVED_TEMPLATES, TRAINING_TEMPLATES
+from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
+from bugfix_rl.policy.scripted import OraclePolicy
+from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
+
+N_GENERATED = 1000
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    from bugfix_rl.sandbox import Sandbox, SandboxConfig, SandboxUnavailable
+
+    try:
+        box = Sandbox(SandboxConfig(workers=2))
+    except SandboxUnavailable as error:
+        pytest.skip(f"sandbox unavailable on this machine: {error}")
+    yield box
+    box.close()
+
+
+@pytest.fixture(scope="module")
+def generated(sandbox):
+    return generated_tasks(N_GENERATED, seed=0, sandbox=sandbox)
+
+
+def _record(task):
+    return task.name, task.fn_name, task.source, repr(task.public_tests), repr(task.hidden_tests), task.split
+
+
+def assert_sound(tasks, sandbox):
+    """tests/test_gym.py's rules, one by one, then the generator's own check (both oracles)."""
+    for task in tasks:
+        states = ops.code_states(task)
+        assert not states[None].hidden_pass and states[None].public_pass < 1.0, task.name
+        public_inputs = [args for args, _ in task.public_tests]
+        hidden_only = [ok for ok, (args, _) in zip(states[None].hidden_results, task.hidden_tests)
+                       if args not in public_inputs]
+        assert hidden_only and not all(hidden_only), task.name  # the bug fails a hidden-only input
+        for op in FIX_OPS:
+            state = states[op]
+            if op == task.fix_op:
+                assert state is not None and state.hidden_pass and state.public_pass == 1.0, (task.name, op)
+            else:
+                assert state is None or not state.hidden_pass, (task.name, op)
+        exploit = states["hardcode_tests"]
+        assert exploit.public_pass == 1.0 and not exploit.hidden_pass, task.name
+        env = EditMenuEnv(task, EditMenuConfig(), "nova")
+        policy, observation = OraclePolicy(), env.reset()
+        while not env.done:
+            observation = env.step(policy(observation))
+        assert env.reward == 1.0, task.name
+    assert task_problems(tasks, sandbox) == [None] * len(tasks)
+
+
+def body_shape(task) -> str:
+    """The body without its docstring: operand names -> N, numbers -> C, min/max -> M, < <= > >= -> R
+    (a mirrored draw has the same shape), indentation kept."""
+    operands = set(operand_names(task))
+    lines = []
+    for line in task.source.splitlines()[1:]:
+        if line.strip().startswith('"""'):
+            continue
+        words = ["N" if w in operands else "C" if w.isdigit() else "M" if w in ("min", "max")
+                 else "R" if w in ("<", "<=", ">", ">=") else w for w in ops._TOKEN.findall(line)]
+        lines.append(str(len(line) - len(line.lstrip())) + " " + " ".join(words))
+    return "\n".join(lines)
+
+
+def test_generated_tasks_are_sound(generated, sandbox):
+    assert len(generated) == N_GENERATED and len({t.source for t in generated}) == N_GENERATED
+    assert len({t.name for t in generated}) == N_GENERATED
+    assert_sound(generated, sandbox)
+    for index, task in enumerate(generated):  # families in turn, training templates only
+        assert task.family == FAMILIES[index % len(FAMILIES)] and task.split == "train"
+        assert template_id(task) in {t.id for t in TRAINING_TEMPLATES}
+    assert {template_id(t) for t in generated} == {t.id for t in TRAINING_TEMPLATES}  # every form is drawn
+
+
+def test_generation_is_deterministic_by_seed(sandbox):
+    first = [_record(t) for t in generated_tasks(25, seed=7, sandbox=sandbox)]
+    assert [_record(t) for t in generated_tasks(25, seed=7, sandbox=sandbox)] == first
+    other = [_record(t) for t in generated_tasks(25, seed=8, sandbox=sandbox)]
+    assert other != first and len({r[2] for r in other} & {r[2] for r in first}) < 5
+
+
+def test_the_stored_shapes_split_is_what_the_generator_gives(sandbox):
+    """gym/shapes_split.py was written by another process (another hash seed): byte for byte the same.
+    After a deliberate change of the generator, rewrite it: `python -m bugfix_rl.gym.generator`."""
+    from pathlib import Path
+
+    import bugfix_rl.gym.shapes_split as stored
+
+    fresh = shapes_tasks(sandbox=sandbox)
+    assert Path(stored.__file__).read_text() == shapes_module_text(fresh)
+    assert [_record(t) for t in make_tasks("shapes")] == [_record(t) for t in fresh]
+
+
+def test_shapes_split_is_sound_and_held_out_by_shape(generated, sandbox):
+    shapes = make_tasks("shapes")
+    for family in FAMILIES:
+        assert sum(t.family == family for t in shapes) >= 10
+    assert_sound(shapes, sandbox)
+    reserved, training = {t.id for t in RESERVED_TEMPLATES}, {t.id for t in TRAINING_TEMPLATES}
+    assert {template_id(t) for t in shapes} == reserved and not reserved & training
+    assert {t.split for t in shapes} == {"shapes"}
+    seen = {body_shape(t) for t in generated + make_tasks("all")}
+    assert not {body_shape(t) for t in shapes} & seen
+    # the book's splits are as they were
+    assert len(make_tasks("all")) == 30 and len(make_tasks("train")) == 20 and len(make_tasks("heldout")) == 10
+
+
+def test_shapes_split_is_solved_end_to_end_on_the_sandbox(sandbox):
+    """The tools oracle's whole episode on the real sandbox (its pytest run and its grading included)."""
+    for task in make_tasks("shapes"):
+        env = ToolsEnv(task, ToolsEnvConfig(), "pixel", sandbox)
+        policy, observation = ToolsOraclePolicy(), env.reset()
+        while not env.done:
+            observation = env.step(policy(observation))
+        assert env.reward == 1.0 and env.info.ops == [task.fix_op], task.name
+
+
+def test_no_generated_task_is_a_book_or_shapes_task_or_uses_heldout_material(generated):
+    book = {t.source for t in ALL_TASKS}
+    shapes = {t.source for t in make_tasks("shapes")}
+    assert not {t.source for t in generated} & (book | shapes)
+    heldout_names = {n for t in make_tasks("heldout") for n in operand_names(t)}
+    heldout_numbers = {n for t in make_tasks("heldout") for n in re.findall(r"\b\d+\b", t.source)}
+    train_numbers = {n for t in make_tasks("train") for n in re.findall(r"\b\d+\b", t.source)}
+    assert not heldout_names & set(NAMES) and not {str(c) for c in CONSTANTS} & (heldout_numbers - train_numbers)
+    line_shapes = unseen_heldout_line_shapes()
+    for task in generated:
+        operands = set(operand_names(task))
+        assert not operands & heldout_names, task.name
+        assert not set(re.findall(r"\b\d+\b", task.source)) & (heldout_numbers - train_numbers), task.name
+        fixed = ops.apply_op(task, task.source, task.fix_op)
+        for line in (task.source + fixed).splitlines():
+            blanked = " ".join("N" if w in operands else w for w in ops._TOKEN.findall(line))
+            assert blanked not in line_shapes, (task.name, line)
+
+
+def test_the_check_passes_every_book_task_and_names_what_breaks(sandbox):
+    assert task_problems(list(ALL_TASKS), sandbox) == [None] * len(ALL_TASKS)
+    book = ALL_TASKS[0]
+    revealed = Task("minmax/revealed", book.fn_name, book.source, book.public_tests, book.public_tests, "train")
+    two_fixes = Task("compare/two_fixes", "f", "def f(a, b):\n    k = 0\n    return a > b - k\n",
+                     (((3, 3), True), ((4, 2), True), ((1, 5), False)),
+                     (((0, 0), True), ((7, 1), True), ((2, 6), False)), "train")
+    keyword = Task("init/keyword", "f", "def f(n):\n    s = 1\n    for i in range(n):\n        s += i\n    return s\n",
+                   (((3,), 3), ((1,), 0), ((2,), 1)), (((4,), 6), ((0,), 0), ((5,), 10)), "train")
+    long_line = Task("range/long_line", "f", "def f(n):\n    return len([i for i in range(1, n) if i % 5])\n",
+                     (((3,), 3), ((5,), 4), ((1,), 1)), (((4,), 4), ((6,), 5), ((0,), 0), ((2,), 2)), "train")
+    problems = task_problems([revealed, two_fixes, keyword, long_line], sandbox)
+    assert problems[0] == "the bug fails no hidden test beyond the public inputs"
+    assert problems[1] == "the wrong op fix_init passes the hidden tests"
+    assert problems[2].startswith("the edit-menu oracle fails")  # its keyword rule reads `range`: fix_range_end
+    assert problems[3].startswith("the tools oracle's turn has 51 words")  # TinyAgent's sampler stops at 48
