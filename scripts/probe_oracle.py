@@ -38,7 +38,7 @@ def probe(model, tokenizer, make_env, oracle, task, shown_name: str = "nova") ->
     batch = collate([trajectory], tokenizer.pad_id)
     with torch.no_grad():
         logp = token_logprobs(model, batch.ids, 1.0, mask=batch.mask).logp[0]  # [T-1]
-    words = [(tokenizer.words[token], float(logp[t - 1].exp()) if trajectory.policy_mask[t] else None)
+    words = [(tokenizer.word(token, trajectory.oov_words), float(logp[t - 1].exp()) if trajectory.policy_mask[t] else None)
              for t, token in enumerate(trajectory.ids) if t > 0]
     return words, float((logp * batch.mask[0]).sum())
 

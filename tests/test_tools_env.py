@@ -204,11 +204,12 @@ def test_malformed_and_failed_are_counted_apart():
     assert info.actions == ["malformed:missing_argument", "Edit:not_read", "malformed:unknown_tool", "Read"]
 
 
-def test_unknown_words_show_as_a_known_placeholder(tokenizer):
+def test_words_outside_the_vocabulary_are_shown_and_take_episode_slots(tokenizer):
     env = make_env()
     observation = step(env, "Write zz.py content qwerty = asdf ; Bash cat zz.py")
-    assert observation == "ok ; ? = ?"
-    tokenizer.encode(observation)
+    assert observation == "ok ; qwerty = asdf"
+    ids = tokenizer.encode(observation)
+    assert ids[2] == ids[4] - 1 == len(tokenizer.words) and tokenizer.decode(ids, ["qwerty", "asdf"]) == observation
 
 
 def test_turn_limit_and_metrics_without_a_sandbox_raise_only_at_grading():

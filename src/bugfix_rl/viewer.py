@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 from urllib.parse import quote
 
-from bugfix_rl.evaluate.episodes import token_runs
+from bugfix_rl.evaluate.episodes import decode_ids, token_runs
 
 EPISODES_PER_KIND = 2  # successes and failures shown per task and policy
 
@@ -78,13 +78,13 @@ def episode_html(task: str, trajectory, tokenizer, advantage: float) -> str:
     ids, logps = trajectory.ids, trajectory.sampler_logp
     for policy, start, end in token_runs(trajectory.policy_mask):
         if not policy:
-            parts.append('<div class="env">' + _e(tokenizer.decode([int(t) for t in ids[start:end]])) + "</div>")
+            parts.append('<div class="env">' + _e(decode_ids(tokenizer, trajectory, [int(t) for t in ids[start:end]])) + "</div>")
             continue
         tokens = []
         for index in range(start, end):
             logp = float(logps[index])
             tokens.append(f'<span class="tok" style="{token_style(logp, advantage)}" title="log-prob {logp:.3f}'
-                          f' (p {math.exp(logp):.3f}), advantage {advantage:+.2f}">{_e(tokenizer.decode([ids[index]]))}</span>')
+                          f' (p {math.exp(logp):.3f}), advantage {advantage:+.2f}">{_e(decode_ids(tokenizer, trajectory, [ids[index]]))}</span>')
         parts.append('<div class="agent">' + "".join(tokens) + "</div>")
     parts.append("</div>")
     return "\n".join(parts)

@@ -76,7 +76,7 @@ def load_policy(path: str) -> LoadedPolicy:
 
     The tokenizer is rebuilt for the stored config (not read from the stored vocabulary), so a
     checkpoint whose vocabulary no longer matches the gym fails in build_policy with one line instead
-    of meeting an unknown word mid-episode.
+    of reading the gym's words under other ids.
     """
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 

@@ -25,9 +25,16 @@ def token_runs(policy_mask) -> list[tuple[bool, int, int]]:
     return runs
 
 
+def decode_ids(tokenizer, trajectory, ids) -> str:
+    """Text of some of a trajectory's ids, its out-of-vocabulary slots read as its own words (a word
+    tokenizer's episode; a chat tokenizer has none)."""
+    oov_words = getattr(trajectory, "oov_words", ())
+    return tokenizer.decode(ids, oov_words) if oov_words else tokenizer.decode(ids)
+
+
 def turns(trajectory, tokenizer) -> list[tuple[str, str]]:
     """[(speaker, text)]: the episode as alternating env / agent runs of tokens (the prompt is env)."""
-    return [("agent" if policy else "env", tokenizer.decode(list(trajectory.ids[start:end])))
+    return [("agent" if policy else "env", decode_ids(tokenizer, trajectory, list(trajectory.ids[start:end])))
             for policy, start, end in token_runs(trajectory.policy_mask)]
 
 

@@ -19,10 +19,19 @@ reads, in two dialects:
    `<indent> return load < cap` are exactly the text `    return load < cap`, and `return min ( a ,
    b )` is `return min(a, b)`. The Edit tool still does exact string replacement on the file: the
    words only say which string. Old words run from `old` to the first `new`; new words run to the end
-   of the call, so `new` cannot occur among old words. String literals do not survive the word
-   round trip (the gym's code has none).
+   of the call, so `new` cannot occur among old words.
 
-   Results: each call's result in call order, joined by ` ; `. Read and a successful Edit show the
+   A file view is exact (`code_to_words_exact`): a string literal is one word, the literal's text
+   with `%` and whitespace escaped (`"a%20b"` is `"a b"`), and a line that the PEP 8 spacing would not
+   rebuild (an open triple quote, a comment after two spaces, trailing blanks) is one such word
+   after its indentation, so the words of any line, copied into an Edit, give back exactly that line.
+   The words that are call syntax inside an Edit, `new` and `;`, are written escaped there (`%6Eew`,
+   `%3B`), so that a name `new` or a `;` in the code can be copied too.
+   Program output is shown readably instead (`code_to_words`: CODE_TOKEN words only), which the
+   words do not always rebuild.
+
+   Results: each call's result in call order, joined by ` ; `; any word can occur (the TinyAgent
+   tokenizer gives a word outside its vocabulary an episode slot). Read and a successful Edit show the
    file as `1 def pin ( x ) : <nl> 2 <indent> return x` (`empty` past its end); Write and empty
    outputs `ok`; a refused call `error : <kind>`; a malformed one `error : malformed <reason>`; a
    test run its `E` lines and summary (`assert 60 == 20 <nl> + where 60 = pin ( 13 , 20 , 60 ) <nl> 1 failed , 2 passed`), a
@@ -239,9 +248,68 @@ _VALUE_KEYWORDS = frozenset({"True", "False", "None"})
 
 def _ends_value(word: str) -> bool:
     """A word after which `(`/`[` is a call/subscript and `-` is binary."""
-    if word in (")", "]", "}") or word in _VALUE_KEYWORDS:
+    if word in (")", "]", "}") or word in _VALUE_KEYWORDS or is_string_word(word):
         return True
     return (word[0].isalnum() or word[0] == "_") and not keyword.iskeyword(word)
+
+
+# ---- text words: a string literal, or a line the spacing rules do not rebuild, as one escaped word
+
+_ESCAPED = re.compile(r"%(?:u([0-9A-F]{4})|([0-9A-F]{2}))")
+_STRING_PREFIXES = frozenset({"", "r", "u", "f", "b", "br", "rb", "fr", "rf"})  # lower-cased
+_QUOTES = "'\""
+
+
+def escape_text(text: str) -> str:
+    """text as one word: `%` and each whitespace character (what str.split splits at) become `%XX`
+    (`%uXXXX` past 0xFF), so `"a b"` is `"a%20b"`. No CODE_TOKEN word holds `%` before two hex digits,
+    so unescape_word leaves every other word as it is."""
+    return "".join(c if c != "%" and not c.isspace() else f"%{ord(c):02X}" if ord(c) < 0x100 else f"%u{ord(c):04X}"
+                   for c in text)
+
+
+def unescape_word(word: str) -> str:
+    """The text a word stands for: escape_text undone (every other word is its own text)."""
+    if "%" not in word:
+        return word
+    return _ESCAPED.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), word)
+
+
+def is_string_word(word: str) -> bool:
+    """A whole string literal as one word (`'a'`, `f"x%20{y}"`), not a lone quote."""
+    head = word[:3].lower()
+    quote = next((i for i, c in enumerate(head) if c in _QUOTES), -1)
+    return len(word) > quote + 1 and quote >= 0 and head[:quote] in _STRING_PREFIXES
+
+
+def _string_end(line: str, start: int, unclosed: set) -> int:
+    """The end of the string literal that starts at line[start] (with its prefix), or -1 when none
+    does or it does not close on this line. `unclosed` holds the kinds (quote, triple) already seen
+    unclosed on this line: a later one of the same kind cannot close either (whether a quote is
+    escaped depends only on the backslashes before it), so each kind is scanned to the end once and
+    a line costs linear time whatever the model wrote."""
+    quote_at = start
+    while quote_at < len(line) and quote_at - start < 2 and line[quote_at].isalpha():
+        quote_at += 1
+    if quote_at >= len(line) or line[quote_at] not in _QUOTES or line[start:quote_at].lower() not in _STRING_PREFIXES:
+        return -1
+    quote = line[quote_at]
+    triple = line.startswith(quote * 3, quote_at)
+    kind = (quote, triple)
+    if kind in unclosed:
+        return -1
+    at = quote_at + (3 if triple else 1)
+    while at < len(line):
+        if line[at] == "\\":
+            at += 2
+        elif triple and line.startswith(quote * 3, at):
+            return at + 3
+        elif not triple and line[at] == quote:
+            return at + 1
+        else:
+            at += 1
+    unclosed.add(kind)
+    return -1
 
 
 def join_code_words(words: list[str]) -> str:
@@ -254,7 +322,7 @@ def join_code_words(words: list[str]) -> str:
     out: list[str] = []
     brackets: list[tuple[str, bool]] = []  # (opening bracket, opened a call/subscript)
     prev, prev_unary = None, False
-    for word in words:
+    for word in map(unescape_word, words):  # an escaped word spaces as its text does
         if prev is not None:
             call_paren = bool(brackets) and brackets[-1] == ("(", True)
             space = not (word in _NO_SPACE_BEFORE or prev in _NO_SPACE_AFTER or prev_unary
@@ -286,6 +354,44 @@ def line_to_words(line: str) -> list[str]:
     return words + CODE_TOKEN.findall(line[i:])
 
 
+# Code words that would end an Edit's old words or its call; escaped in exact words (unescape_word reads
+# any %XX), as are layout words, which words_to_code would read as layout
+_SYNTAX_WORDS = {"new": "%6Eew", ";": "%3B"}  # `;`: CALL_SEPARATOR
+
+
+def _exact_word(word: str) -> str:
+    """A code word or escaped text as an exact word: call syntax and layout words escaped."""
+    if word in _SYNTAX_WORDS:
+        return _SYNTAX_WORDS[word]
+    return f"%{ord(word[0]):02X}{word[1:]}" if word in LAYOUT_WORDS else word
+
+
+def line_to_words_exact(line: str) -> list[str]:
+    """One line of text -> words that words_to_code turns back into exactly this line: layout words,
+    then CODE_TOKEN words with each string literal as one escaped word; when those do not rebuild the
+    line (spacing other than PEP 8's, a literal left open for the next line, a comment after two
+    spaces), its text after the layout words as one escaped word (module doc)."""
+    layout = 0
+    while layout < len(line) and line[layout] in " \t":
+        layout += 1
+    words = line_to_words(line[:layout])
+    rest, code, at, unclosed = line[layout:], [], 0, set()
+    while at < len(rest):
+        if rest[at].isspace():
+            at += 1
+            continue
+        end = _string_end(rest, at, unclosed)
+        if end < 0:
+            end = CODE_TOKEN.match(rest, at).end()  # a non-space character always starts one (`\S`)
+            code.append(rest[at:end])
+        else:
+            code.append(escape_text(rest[at:end]))
+        at = end
+    if join_code_words(code) != rest:
+        code = [escape_text(rest)]
+    return words + [_exact_word(word) for word in code]
+
+
 def file_lines(text: str) -> list[str]:
     """Lines as `cat -n` numbers them: a final newline does not start another line."""
     lines = text.split("\n")
@@ -302,8 +408,20 @@ def code_to_words(text: str) -> list[str]:
     return words
 
 
+def code_to_words_exact(text: str) -> list[str]:
+    """Text -> words that words_to_code turns back into exactly this text (line_to_words_exact per line),
+    whatever its spacing and literals: what a file view shows, and what an Edit copied from it gives."""
+    words: list[str] = []
+    for index, line in enumerate(file_lines(text)):
+        if index:
+            words.append(NEWLINE)
+        words += line_to_words_exact(line)
+    return words
+
+
 def words_to_code(words: list[str]) -> str:
-    """Code words -> text: `<nl>` splits lines; leading layout words indent; the rest join_code_words.
+    """Code words -> text: `<nl>` splits lines; leading layout words indent; the rest join_code_words
+    (an escaped word, `"a%20b"`, is its text: `"a b"`).
 
     Raises ValueError for a layout word after a line's first code word.
     """
@@ -328,7 +446,7 @@ def listing_words(first: int, lines: tuple[str, ...] | list[str]) -> list[str]:
     for i, line in enumerate(lines):
         if i:
             words.append(NEWLINE)
-        words += [str(first + i)] + line_to_words(line)
+        words += [str(first + i)] + line_to_words_exact(line)
     return words
 
 
@@ -486,19 +604,14 @@ def result_words(result: ToolResult, max_words: int) -> list[str]:
     return words or ["ok"]
 
 
-UNKNOWN_WORD = "?"
-
-
-def observation_words(results: list[ToolResult], known: frozenset[str], max_words: int) -> str:
-    """All results of a turn, joined by ` ; `; words outside `known` become `?` (runs of them, one)."""
+def observation_words(results: list[ToolResult], max_words: int) -> str:
+    """All results of a turn, joined by ` ; `, every word as it is (a word outside the vocabulary takes
+    an episode slot of the TinyAgent tokenizer: policy/tokenizer.py)."""
     words: list[str] = []
     for index, result in enumerate(results):
         if index:
             words.append(CALL_SEPARATOR)
-        for word in result_words(result, max_words):
-            word = word if word in known else UNKNOWN_WORD
-            if not (word == UNKNOWN_WORD and words and words[-1] == UNKNOWN_WORD):
-                words.append(word)
+        words += result_words(result, max_words)
     return " ".join(words)
 
 
@@ -521,4 +634,6 @@ def call_layer_words() -> set[str]:
     and every task's repo words."""
     words = set(TOOL_NAMES) | set(COMPACT_KEYWORDS) | set(LAYOUT_WORDS) | set(MALFORMED_REASONS)
     words |= set(_BASH_WORDS) | set(_OUTPUT_WORDS)
-    return words | {CALL_SEPARATOR, FINAL_ANSWER, UNKNOWN_WORD} | {str(n) for n in range(100)}
+    # `?` stood for every word outside the vocabulary before episode slots (issue 35); kept, so that
+    # word ids and the checkpoints built on them stay as they were
+    return words | {CALL_SEPARATOR, FINAL_ANSWER, "?"} | {str(n) for n in range(100)}

@@ -257,8 +257,8 @@ def tools_vocabulary(tasks) -> set[str]:
     (`tool_calls.call_layer_words`), the failure kinds, and the words of every task's repo files (and
     of every op applied to its source) under its own name and every rename.
 
-    Build the tokenizer with `build_tokenizer(tasks, extra_words=tools_vocabulary(tasks))`; words an
-    episode produces beyond these are shown as `?`.
+    Build the tokenizer with `build_tokenizer(tasks, extra_words=tools_vocabulary(tasks))`; a word an
+    episode produces beyond these takes one of its out-of-vocabulary slots (policy/tokenizer.py).
     """
     words = call_layer_words() | set(COMPACT_FAILURE_KINDS)
     for task in tasks:
@@ -268,7 +268,8 @@ def tools_vocabulary(tasks) -> set[str]:
 
 @lru_cache(maxsize=1)
 def known_words() -> frozenset[str]:
-    """Words a tokenizer built from all tasks with `tools_vocabulary` encodes; others show as `?`."""
+    """Words with an id of their own in a tokenizer built from all tasks with `tools_vocabulary` (others
+    take an episode's slot)."""
     from bugfix_rl.policy.tokenizer import gym_words  # the policy package builds on the gym, not back
 
     return frozenset(gym_words(list(ALL_TASKS)) | tools_vocabulary(ALL_TASKS))
@@ -347,7 +348,7 @@ class ToolsEnv:
     def step(self, words: list[str] | None) -> str:
         """One compact turn (its words without the end token; None if it never ended)."""
         results = self.run_turn(parse_compact_turn(words))
-        observation = observation_words(results, known_words(), self.config.max_output_words)
+        observation = observation_words(results, self.config.max_output_words)
         self._watch_for_leaks([observation])
         return observation
 

@@ -11,13 +11,14 @@ from bugfix_rl.registry import Registry
 
 
 def _word_tokenizer(cfg) -> Tokenizer:
-    """The word tokenizer over all tasks, plus the tools env's words when that env is selected."""
+    """The word tokenizer over all tasks, plus the tools env's words when that env is selected, with
+    one out-of-vocabulary slot per context position."""
     extra = set()
     if cfg.env.name == "tools":
         from bugfix_rl.gym.tools_env import tools_vocabulary
 
         extra = tools_vocabulary(make_tasks("all"))
-    return build_tokenizer(make_tasks("all"), extra)
+    return build_tokenizer(make_tasks("all"), extra, oov_slots=cfg.policy.max_len)
 
 
 def _chat_tokenizer(cfg):

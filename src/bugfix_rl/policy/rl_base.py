@@ -53,7 +53,8 @@ def new_tiny_agent(tokenizer: Tokenizer, arch: TinyAgentConfig) -> TinyAgent:
     """A freshly initialised TinyAgent for this vocabulary (identifier ids filled in when needed)."""
     ids = identifier_ids(tokenizer) if arch.shared_identifier_embedding else None
     markers = edit_marker_ids(tokenizer) if (arch.copy_edit_align or arch.copy_edit_resume) else None
-    return TinyAgent(tokenizer.vocab_size, arch, identifier_ids=ids, edit_markers=markers)
+    return TinyAgent(len(tokenizer.words), arch, identifier_ids=ids, edit_markers=markers,
+                     oov_slots=tokenizer.oov_slots)
 
 
 def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg=None, on_episode: Callable[[], None] = _nothing):

@@ -10,7 +10,7 @@ import random
 
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.tasks import FIX_OPS, Task
-from bugfix_rl.gym.tool_calls import (CALL_SEPARATOR, FINAL_ANSWER, code_to_words, file_lines, listing_lines,
+from bugfix_rl.gym.tool_calls import (CALL_SEPARATOR, FINAL_ANSWER, code_to_words_exact, file_lines, listing_lines,
                                       words_to_code)
 from bugfix_rl.policy.scripted import infer_op
 
@@ -39,7 +39,7 @@ def line_edit(before: str, after: str) -> tuple[str, str]:
 def edit_words(file: str, before: str, after: str) -> list[str]:
     """The compact Edit call that turns `before` into `after`."""
     old, new = line_edit(before, after)
-    return ["Edit", file, "old", *code_to_words(old), "new", *code_to_words(new)]
+    return ["Edit", file, "old", *code_to_words_exact(old), "new", *code_to_words_exact(new)]
 
 
 def issue_source_file(issue: str) -> str:
@@ -117,7 +117,7 @@ class NoisyToolsPolicy:
     def _fix_edit(self, source: str) -> list[str]:
         """The Edit of the right op, or (1 - p_right_after_read) of the time a wrong one: another fix op
         that changes the source, else the bug's line with one operand name swapped for another."""
-        right_op = infer_op(code_to_words(source))
+        right_op = infer_op(code_to_words_exact(source))
         right = getattr(ops, right_op)(source)
         if right is not None and self._chance("right"):
             return edit_words(self.file, source, right)
@@ -131,7 +131,7 @@ class NoisyToolsPolicy:
     def _swap_a_name(self, words: list[str], source: str, must_differ: bool = True) -> list[str]:
         """`words` with one operand name replaced by another name of the same file (a copy from the
         wrong place); with must_differ, only a result that does not occur in `source`."""
-        names = sorted({w for w in code_to_words(source) if w.isidentifier() and w not in _CODE_KEYWORDS}
+        names = sorted({w for w in code_to_words_exact(source) if w.isidentifier() and w not in _CODE_KEYWORDS}
                        - {self.file[:-3]})
         slots = [i for i, w in enumerate(words) if w in names]
         for index in self.rng.sample(slots, len(slots)):

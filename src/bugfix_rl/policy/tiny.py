@@ -14,6 +14,12 @@ either, so the sampler and the trainer see one distribution. With `shared_identi
 every operand-name token enters the network through one shared input vector: the model tells names
 apart only by where they occur, so a name never seen in training looks like any other name, and the
 copy head's exact-id match features carry which one to repeat.
+
+An episode's out-of-vocabulary slots (policy/tokenizer.py) follow the words' ids and have no weights:
+they enter through the shared identifier vector (a zero vector without it) and get no vocabulary
+probability (a floor logit, SLOT_LOGIT), so only the copy head writes one, by pointing at it. The
+words' weights, their logits and so every number of an episode without such words are what they
+were before the slots existed.
 """
 
 from __future__ import annotations
@@ -26,6 +32,11 @@ import torch.nn.functional as F
 
 from bugfix_rl.config import PolicyConfig
 from bugfix_rl.policy.copy_head import CopyHead, ResumeState, advance_resume
+
+# The vocabulary logit of every out-of-vocabulary slot: exp underflows to exactly 0 against any word's,
+# so no probability goes there, while log-probs, entropies and their gradients stay finite (-inf
+# would give 0 * inf).
+SLOT_LOGIT = -1e4
 
 
 @dataclass
@@ -131,14 +142,16 @@ class StepSlots:
 
 class TinyAgent(nn.Module):
     def __init__(self, vocab_size: int, cfg: TinyAgentConfig, identifier_ids: list[int] | None = None,
-                 edit_markers: tuple[int, int, list[int]] | None = None):
-        """identifier_ids: the vocabulary ids of operand names (used with shared_identifier_embedding);
-        edit_markers: the ids of `old`, `new` and the call-ending tokens (used with copy_edit_align and
-        copy_edit_resume)."""
+                 edit_markers: tuple[int, int, list[int]] | None = None, oov_slots: int = 0):
+        """vocab_size: the words (ids with an embedding); oov_slots: the per-episode slot ids after them
+        (module doc); identifier_ids: the vocabulary ids of operand names (used with
+        shared_identifier_embedding); edit_markers: the ids of `old`, `new` and the call-ending tokens
+        (used with copy_edit_align and copy_edit_resume)."""
         super().__init__()
         if (cfg.copy_edit_align or cfg.copy_edit_resume) and edit_markers is None:
             raise ValueError("copy_edit_align / copy_edit_resume need the vocabulary's ids of old, new and the call ends")
-        self.cfg, self.vocab_size = cfg, vocab_size
+        self.cfg, self.oov_slots = cfg, oov_slots
+        self.vocab_size = vocab_size + oov_slots  # ids read and written: the words, then the slots
         self.token_embedding = nn.Embedding(vocab_size, cfg.d_model)
         self.position_embedding = nn.Embedding(cfg.max_len, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
@@ -151,8 +164,9 @@ class TinyAgent(nn.Module):
             if not identifier_ids:
                 raise ValueError("shared_identifier_embedding needs the vocabulary's identifier ids")
             self.identifier_embedding = nn.Parameter(torch.zeros(cfg.d_model))
-            is_identifier = torch.zeros(vocab_size, dtype=torch.bool)
+            is_identifier = torch.zeros(vocab_size + oov_slots, dtype=torch.bool)
             is_identifier[torch.tensor(identifier_ids)] = True
+            is_identifier[vocab_size:] = True  # an episode's new word enters as a name does
             self.register_buffer("is_identifier", is_identifier, persistent=False)
         self.apply(self._init)
         if cfg.shared_identifier_embedding:
@@ -174,13 +188,25 @@ class TinyAgent(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        return self.ln_f(x) @ self.token_embedding.weight.T  # tied head
+        return self._vocab_logits(self.ln_f(x))
+
+    def _vocab_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [..., C] (after ln_f) -> [..., vocab_size]: the tied head's word logits, then SLOT_LOGIT
+        for each slot."""
+        logits = hidden @ self.token_embedding.weight.T
+        if not self.oov_slots:
+            return logits
+        return torch.cat([logits, logits.new_full((*logits.shape[:-1], self.oov_slots), SLOT_LOGIT)], -1)
 
     def _embed(self, ids: torch.Tensor) -> torch.Tensor:
-        """Input token embeddings [*ids.shape, C]; operand names share one vector when configured."""
-        x = self.token_embedding(ids)
+        """Input token embeddings [*ids.shape, C]; operand names (and slots) share one vector when
+        configured; without it a slot enters as zeros."""
+        words = self.token_embedding.num_embeddings
+        x = self.token_embedding(ids.clamp(max=words - 1) if self.oov_slots else ids)
         if self.cfg.shared_identifier_embedding:
             x = torch.where(self.is_identifier[ids][..., None], self.identifier_embedding, x)
+        elif self.oov_slots:
+            x = x.masked_fill((ids >= words)[..., None], 0.0)
         return x
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor | None = None,
@@ -207,7 +233,7 @@ class TinyAgent(nn.Module):
         if self.copy is None:
             return self._logits(x)
         hidden = self.ln_f(x)
-        return self.copy.mixture_full(hidden, hidden @ self.token_embedding.weight.T, ids)
+        return self.copy.mixture_full(hidden, self._vocab_logits(hidden), ids)
 
     def new_cache(self, batch: int) -> KVCache:
         cfg = self.cfg
@@ -274,4 +300,4 @@ class TinyAgent(nn.Module):
                 advance_resume(cache.resume, ids[:, i], positions[:, i], cache.ids, real[:, i], self.copy.edit_markers)
         cache.lengths += n_new
         last_hidden = hidden[torch.arange(B), last]  # [B, C]
-        return self.copy.mixture_step(last_hidden, last_hidden @ self.token_embedding.weight.T, cache)
+        return self.copy.mixture_step(last_hidden, self._vocab_logits(last_hidden), cache)

@@ -4,6 +4,8 @@ All episodes of a step advance together. In each forward step a row feeds what t
 seen yet: its last sampled token, or (once an action ended) that token plus the env's observation
 and the end-of-observation token. Sampled ids are kept exactly as sampled, never re-encoded; each
 sampled token's log-prob under the sampling distribution (temperature-scaled logits) is recorded.
+Each episode has its own `EpisodeWords`, so a word outside the vocabulary keeps one slot id across its
+observations and the agent's copies of it decode to that word.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Callable, Protocol
 
 import torch
 
-from bugfix_rl.policy.tokenizer import Tokenizer
+from bugfix_rl.policy.tokenizer import EpisodeWords, OutOfSlots, Tokenizer
 from bugfix_rl.rollout.env_errors import step_or_fail
 from bugfix_rl.rollout.trajectory import Trajectory
 
@@ -54,7 +56,8 @@ def sample_episodes(model, tokenizer: Tokenizer, envs: list[Env], groups: list[i
     B = len(envs)
     eoa, eoo = tokenizer.end_of_action_id, tokenizer.end_of_observation_id
     max_len = model.cfg.max_len
-    ids = [[tokenizer.bos_id] + tokenizer.encode(env.reset()) + [eoo] for env in envs]
+    vocabularies = [tokenizer.episode() for _ in envs]
+    ids = [[tokenizer.bos_id] + vocabulary.encode(env.reset()) + [eoo] for env, vocabulary in zip(envs, vocabularies)]
     policy_mask = [[False] * len(row) for row in ids]
     sampler_logp = [[0.0] * len(row) for row in ids]
     pending = [list(row) for row in ids]  # tokens each row feeds next
@@ -81,24 +84,34 @@ def sample_episodes(model, tokenizer: Tokenizer, envs: list[Env], groups: list[i
             ended = token == eoa
             if not ended and len(action[b]) < env.max_action_tokens:
                 continue
-            words = [tokenizer.words[t] for t in action[b][:-1]] if ended else None
+            words = vocabularies[b].words_of(action[b][:-1]) if ended else None
             action[b] = []
             observation = step_or_fail(env, env.step, words)  # an env that raises ends this episode only
             if env.done:
                 active[b] = False
                 continue
-            obs_ids = tokenizer.encode(observation) + [eoo]
-            if len(ids[b]) + len(obs_ids) + env.max_action_tokens > max_len:
+            obs_ids = _encode_or_none(vocabularies[b], observation)
+            if obs_ids is None or len(ids[b]) + len(obs_ids) + 1 + env.max_action_tokens > max_len:
                 env.info.truncated = True  # the context is full: the episode ends unsubmitted
                 env.done = True
                 active[b] = False
                 continue
+            obs_ids.append(eoo)
             ids[b].extend(obs_ids)
             policy_mask[b].extend([False] * len(obs_ids))
             sampler_logp[b].extend([0.0] * len(obs_ids))
             pending[b].extend(obs_ids)
-    return [Trajectory(ids[b], policy_mask[b], sampler_logp[b], envs[b].reward, groups[b], envs[b].info)
-            for b in range(B)]
+    return [Trajectory(ids[b], policy_mask[b], sampler_logp[b], envs[b].reward, groups[b], envs[b].info,
+                       oov_words=tuple(vocabularies[b].oov_words)) for b in range(B)]
+
+
+def _encode_or_none(vocabulary: EpisodeWords, text: str) -> list[int] | None:
+    """The ids of text, or None when the episode's slots run out (with a slot per context position,
+    only for an episode that cannot fit its context: it ends as the context-full one does)."""
+    try:
+        return vocabulary.encode(text)
+    except OutOfSlots:
+        return None
 
 
 def scripted_episode(act: Callable[[str], list[str]], env: Env, tokenizer: Tokenizer,
@@ -106,20 +119,29 @@ def scripted_episode(act: Callable[[str], list[str]], env: Env, tokenizer: Token
     """Roll out a scripted policy (observation text -> action words) as a token-level Trajectory.
 
     The action tokens are marked as policy tokens (log-prob 0): these trajectories are demonstrations.
+    An episode whose slots run out ends there, as the sampler ends it (context full).
     """
     eoa, eoo = tokenizer.end_of_action_id, tokenizer.end_of_observation_id
-    ids = [tokenizer.bos_id] + tokenizer.encode(env.reset()) + [eoo]
-    observation = tokenizer.decode(ids[1:-1])
+    vocabulary = tokenizer.episode()
+    ids = [tokenizer.bos_id] + vocabulary.encode(env.reset()) + [eoo]
+    observation = vocabulary.decode(ids[1:-1])
     mask = [False] * len(ids)
     while not env.done:
         words = act(observation)
-        action_ids = tokenizer.encode(" ".join(words)) + [eoa]
-        ids.extend(action_ids)
-        mask.extend([True] * len(action_ids))
+        action_ids = _encode_or_none(vocabulary, " ".join(words))
+        if action_ids is None:
+            env.info.truncated = env.done = True
+            break
+        ids.extend(action_ids + [eoa])
+        mask.extend([True] * (len(action_ids) + 1))
         observation = env.step(words)
         if env.done:
             break
-        obs_ids = tokenizer.encode(observation) + [eoo]
-        ids.extend(obs_ids)
-        mask.extend([False] * len(obs_ids))
-    return Trajectory(ids, mask, [0.0] * len(ids), env.reward, group, env.info)
+        obs_ids = _encode_or_none(vocabulary, observation)
+        if obs_ids is None:
+            env.info.truncated = env.done = True
+            break
+        ids.extend(obs_ids + [eoo])
+        mask.extend([False] * (len(obs_ids) + 1))
+    return Trajectory(ids, mask, [0.0] * len(ids), env.reward, group, env.info,
+                      oov_words=tuple(vocabulary.oov_words))

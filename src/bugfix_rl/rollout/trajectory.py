@@ -16,7 +16,8 @@ class Trajectory:
     sampler_logp: log-prob the sampler gave each sampled token (0 elsewhere), [T];
     reward: scalar outcome; group: index of its group (same task, same step); info: what happened
     (an env-specific record such as EpisodeInfo); policy_version: the learner step whose weights
-    sampled it (its staleness when trained at step s is s - policy_version).
+    sampled it (its staleness when trained at step s is s - policy_version); oov_words: the words of
+    the episode's out-of-vocabulary slots, in slot order (`Tokenizer.decode(ids, oov_words)`).
     """
 
     ids: list[int]
@@ -26,6 +27,7 @@ class Trajectory:
     group: int
     info: object
     policy_version: int = 0
+    oov_words: tuple[str, ...] = ()
 
     @property
     def policy_tokens(self) -> int:
