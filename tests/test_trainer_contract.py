@@ -45,7 +45,8 @@ def synthetic_batch(model, rows: int = 8, length: int = 24, seed: int = 0) -> Ba
     """Random episodes whose second half is the policy's, old_logp = the model's own log-probs (ratio 1),
     advantages of both signs."""
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(4, model.vocab_size, (rows, length), generator=g)
+    words = model.vocab_size - getattr(model, "oov_slots", 0)  # a slot is written only by the copy head
+    ids = torch.randint(4, words, (rows, length), generator=g)
     mask = torch.zeros(rows, length - 1)
     mask[:, length // 2:] = 1.0
     with torch.no_grad():
