@@ -169,3 +169,12 @@ def test_the_check_passes_every_book_task_and_names_what_breaks(sandbox):
     assert problems[1] == "the wrong op fix_init passes the hidden tests"
     assert problems[2].startswith("the edit-menu oracle fails")  # its keyword rule reads `range`: fix_range_end
     assert problems[3].startswith("the tools oracle's turn has 51 words")  # TinyAgent's sampler stops at 48
+
+
+def test_a_template_that_never_gives_a_sound_task_stops_generation(sandbox, monkeypatch):
+    from bugfix_rl.gym import generator
+
+    monkeypatch.setattr(generator, "task_problems", lambda tasks, box: ["always broken"] * len(tasks))
+    monkeypatch.setattr(generator, "MAX_DRAWS", 5)
+    with pytest.raises(RuntimeError, match="in 5 draws; last problem: always broken"):
+        generator.generated_tasks(2, seed=0, sandbox=sandbox)

@@ -52,6 +52,7 @@ from bugfix_rl.sandbox import Sandbox, SandboxConfig
 
 SHAPES_SEED = 0
 PUBLIC_TESTS, HIDDEN_TESTS, CANDIDATE_INPUTS = 3, 6, 60
+MAX_DRAWS = 200  # candidates per task before generation gives up (about 1.03 are drawn per task)
 _NUMBER = re.compile(r"\b\d+\b")
 _HELDOUT_ONLY_NUMBERS = ({n for t in make_tasks("heldout") for n in _NUMBER.findall(t.source)}
                          - {n for t in make_tasks("train") for n in _NUMBER.findall(t.source)})
@@ -276,17 +277,21 @@ def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, 
             return _generate(plan, rng, split, own)
     tasks: list[Task | None] = [None] * len(plan)
     sources: set[str] = set()
+    draws, last_problem = [0] * len(plan), [""] * len(plan)
     while None in tasks:
         batch = {}
         for index, choices in enumerate(plan):
             while tasks[index] is None and index not in batch:
+                draws[index] += 1
+                if draws[index] > MAX_DRAWS:  # a template none of whose draws is sound (an env change?)
+                    raise RuntimeError(f"no sound task from {[t.id for t in choices]} in {MAX_DRAWS} draws; "
+                                       f"last problem: {last_problem[index] or 'none passed _draw'}")
                 task = _draw(rng.choice(choices), rng, split)
                 if task is not None and task.source not in sources:
                     batch[index] = task
                     sources.add(task.source)
         for (index, task), problem in zip(batch.items(), task_problems(list(batch.values()), sandbox)):
-            if problem is None:
-                tasks[index] = task
+            tasks[index], last_problem[index] = (task, "") if problem is None else (None, problem)
     return tasks
 
 
