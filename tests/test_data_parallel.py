@@ -145,7 +145,10 @@ def test_an_fsdp2_step_of_the_tiny_qwen3_on_2_ranks_equals_the_1_process_step(ti
         single = one_step(policy, batch, algo)
         got = load_file(f"{out}.{index}")
         assert any(float((got[k] - before[k]).abs().max()) > 1e-4 for k in before)
-        assert_same_parameters(got, policy.state_dict())
+        # 2e-6, not 1e-6: with Qwen3's 26 added tokens in the stand-in tokenizer (5b189c7) the embedding's
+        # largest gap is 1.02e-6 of its largest entry (4.17e-7), the two ranks' reduction order
+        # amplified by Adam's division where a row's gradient is near zero
+        assert_same_parameters(got, policy.state_dict(), rel=2e-6)
         assert abs(rank0_metric(f"{out}.{index}", "entropy") - single["entropy"]) <= 1e-5 * single["entropy"]
 
 

@@ -300,14 +300,23 @@ _KEYWORDS = {"def", "return", "for", "in", "range", "min", "max", "abs", "if", "
 
 
 def operand_names(task: Task) -> list[str]:
-    """The task's parameters and locals, in order of first occurrence (not keywords, not its name)."""
+    """The task's parameters and locals, in order of first occurrence (not its name).
+
+    Read from the syntax tree (arguments and names bound by assignment or a loop), so builtins the
+    code calls (`sum`, `len`) and words of a docstring are never taken for operands; for the book's
+    30 tasks this is the same list as the word scan it replaced (keywords and `range`, `min`, `max`,
+    `abs` left out). A source that does not parse falls back to that scan."""
+    import ast
     import re
 
-    names = []
-    for word in re.findall(r"[A-Za-z_]\w*", task.source):
-        if word not in _KEYWORDS and word != task.fn_name and word not in names:
-            names.append(word)
-    return names
+    words = list(dict.fromkeys(re.findall(r"[A-Za-z_]\w*", task.source)))
+    try:
+        tree = ast.parse(task.source)
+    except SyntaxError:
+        return [word for word in words if word not in _KEYWORDS and word != task.fn_name]
+    bound = {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)}
+    bound |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
+    return [word for word in words if word in bound and word != task.fn_name]
 
 
 def with_renamed_operands(task: Task, names: list[str], tag: str) -> Task:
