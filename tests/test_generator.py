@@ -17,20 +17,15 @@ from bugfix_rl.gym.templates import RESERVED_TEMPLATES, TRAINING_TEMPLATES
 from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.policy.scripted import OraclePolicy
 from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
+from sandboxes import start_sandbox
 
 N_GENERATED = 1000
 
 
 @pytest.fixture(scope="module")
 def sandbox():
-    from bugfix_rl.sandbox import Sandbox, SandboxConfig, SandboxUnavailable
-
-    try:
-        box = Sandbox(SandboxConfig(workers=2))
-    except SandboxUnavailable as error:
-        pytest.skip(f"sandbox unavailable on this machine: {error}")
-    yield box
-    box.close()
+    with start_sandbox(workers=2) as box:
+        yield box
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
 from bugfix_rl.policy.tokenizer import OutOfSlots, Tokenizer, build_tokenizer
 from bugfix_rl.rollout.sampler import sample_episodes, scripted_episode
+from sandboxes import start_sandbox
 
 
 def _task(name: str, source: str, reference, public, hidden) -> Task:
@@ -62,16 +63,8 @@ def tools_tokenizer():
 
 @pytest.fixture(scope="module")
 def sandbox():
-    try:
-        from bugfix_rl.sandbox import Sandbox, SandboxConfig, SandboxUnavailable
-    except ImportError as error:
-        pytest.skip(f"sandbox package not importable: {error}")
-    try:
-        box = Sandbox(SandboxConfig(workers=2))
-    except SandboxUnavailable as error:
-        pytest.skip(f"sandbox unavailable on this machine: {error}")
-    yield box
-    box.close()
+    with start_sandbox(workers=2) as box:
+        yield box
 
 
 class Recorded:

@@ -18,22 +18,15 @@ from bugfix_rl.gym.tools_env import (
 from bugfix_rl.policy.scripted_tools import RandomWordsPolicy, ToolsOraclePolicy, edit_words
 from bugfix_rl.policy.tokenizer import SPECIALS, build_tokenizer
 from bugfix_rl.rollout.sampler import scripted_episode
+from sandboxes import start_sandbox
 
 TASK = task_by_name("compare/under_cap")  # def under_cap(load, cap): return load < cap
 
 
 @pytest.fixture(scope="module")
 def sandbox():
-    try:
-        from bugfix_rl.sandbox import Sandbox, SandboxConfig, SandboxUnavailable
-    except ImportError as error:
-        pytest.skip(f"sandbox package not importable: {error}")
-    try:
-        box = Sandbox(SandboxConfig(workers=2))
-    except SandboxUnavailable as error:
-        pytest.skip(f"sandbox unavailable on this machine: {error}")
-    yield box
-    box.close()
+    with start_sandbox(workers=2) as box:
+        yield box
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 
 from bugfix_rl.gym.tasks import task_by_name
 from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
+from sandboxes import start_sandbox
 
 TASK = task_by_name("compare/under_cap")  # def under_cap(load, cap): return load < cap
 SLEEP_S, TIMEOUT_S, BUDGET_S = 3.0, 4.0, 2.0  # each run sleeps under its own limit and exits 0, so && goes on
@@ -23,16 +24,8 @@ CHAIN = " && ".join(["python slow.py"] * 4)  # 4 x 3 s = 12 s under per-run limi
 
 @pytest.fixture(scope="module")
 def sandbox():
-    try:
-        from bugfix_rl.sandbox import Sandbox, SandboxConfig, SandboxUnavailable
-    except ImportError as error:
-        pytest.skip(f"sandbox package not importable: {error}")
-    try:
-        box = Sandbox(SandboxConfig(workers=2, timeout_s=TIMEOUT_S))
-    except SandboxUnavailable as error:
-        pytest.skip(f"sandbox unavailable on this machine: {error}")
-    yield box
-    box.close()
+    with start_sandbox(workers=2, timeout_s=TIMEOUT_S) as box:
+        yield box
 
 
 def call(name: str, **arguments) -> str:

@@ -18,6 +18,7 @@ from bugfix_rl.gym.tools_env import (
 from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
 from bugfix_rl.policy.tokenizer import build_tokenizer
 from bugfix_rl.rollout.sampler import scripted_episode
+from sandboxes import start_sandbox
 
 TASK = task_by_name("compare/under_cap")  # def under_cap(load, cap): return load < cap; hidden (29, 30), ...
 FIX = ["Read", "pin.py", ";", "Edit", "pin.py", "old", "<", "new", "<="]
@@ -28,16 +29,8 @@ SIDE_CHANNEL = f"print('pin' + bytes.fromhex({HIDDEN.encode().hex()!r}).decode()
 
 @pytest.fixture(scope="module")
 def sandbox():
-    try:
-        from bugfix_rl.sandbox import Sandbox, SandboxConfig, SandboxUnavailable
-    except ImportError as error:
-        pytest.skip(f"sandbox package not importable: {error}")
-    try:
-        box = Sandbox(SandboxConfig(workers=2))
-    except SandboxUnavailable as error:
-        pytest.skip(f"sandbox unavailable on this machine: {error}")
-    yield box
-    box.close()
+    with start_sandbox(workers=2) as box:
+        yield box
 
 
 class LeakyGrader:
