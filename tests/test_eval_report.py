@@ -3,7 +3,7 @@ offline wandb rows, and the PNGs the runs and reports reference.
 
 Two sets of real runs are made once per module, in-process through the CLI (as a user would type it):
 one `+exp=smoke` run with logger=wandb (offline), and a 2-arm x 2-seed `-m` sweep of one-step runs
-evaluated on the held-out tasks. `arm` is a free label, so both arms of the sweep are the same recipe.
+evaluated on the held-out and the `shapes` tasks. `arm` is a free label, so both arms of the sweep are the same recipe.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from bugfix_rl import cli
-from bugfix_rl.evaluate.ablation import ReportError, build_report
+from bugfix_rl.evaluate.ablation import ReportError, build_report, shapes_table
 from bugfix_rl.evaluate.checkpoint_eval import run_eval
 from bugfix_rl.evaluate.evaluate import success_counts
 from bugfix_rl.evaluate.intervals import arm_difference
@@ -52,10 +52,11 @@ def smoke_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> Path:
-    """`bugfix-rl train +exp=smoke arm=a,b seed=0,1 ... -m`: four one-step runs scored on the held-out tasks."""
+    """`bugfix-rl train +exp=smoke arm=a,b seed=0,1 ... -m`: four one-step runs scored on the held-out tasks,
+    and evaluated on the 50 `shapes` tasks too."""
     sweep_dir = tmp_path_factory.mktemp("sweep")
     run_cli(["train", "+exp=smoke", "arm=a,b", "seed=0,1", "steps=1", "preflight=false", "eval.test=false",
-             "eval.n_val=1", "eval.heldout_n=2", *COMMON, f"hydra.sweep.dir={sweep_dir}", "-m"])
+             "eval.n_val=1", "eval.heldout_n=2", "eval.shapes_n=1", *COMMON, f"hydra.sweep.dir={sweep_dir}", "-m"])
     return sweep_dir
 
 
@@ -117,6 +118,17 @@ def test_eval_same_checkpoint_twice_sees_the_same_stream(smoke_run):
     assert (episodes["a_only"], episodes["b_only"], episodes["p_exact"], episodes["se"]) == (0, 0, 1.0, 0.0)
 
 
+def test_eval_on_the_shapes_split(smoke_run, tmp_path, capsys):
+    from bugfix_rl.gym.tasks import make_tasks
+
+    out = tmp_path / "shapes.json"
+    run_cli(["eval", f"ckpt={smoke_run / 'checkpoints' / 'step_002.safetensors'}", "split=shapes", "n=1", *COMMON,
+             f"out={out}"])
+    assert "split shapes: 50 tasks x 1 episodes per task" in capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["tasks"] == [t.name for t in make_tasks("shapes")] and len(result["models"][0]["per_task"]) == 50
+
+
 def test_eval_missing_checkpoint_is_one_line_exit_2_from_the_console_script(tmp_path):
     script = Path(sys.executable).with_name("bugfix-rl")
     done = subprocess.run([str(script), "eval", f"ckpt={tmp_path / 'missing.safetensors'}"], capture_output=True,
@@ -139,7 +151,8 @@ def test_eval_corrupt_checkpoints_are_one_line_exit_2(smoke_run, tmp_path, capsy
 
 def test_eval_bad_input_is_one_line_exit_2(smoke_run, capsys):
     ckpt = smoke_run / "checkpoints" / "step_000.safetensors"
-    assert "valid values: train, val, test, heldout" in one_line_error(capsys, ["eval", f"ckpt={ckpt}", "split=dev"])
+    assert "valid values: train, val, test, heldout, shapes" in one_line_error(capsys,
+                                                                               ["eval", f"ckpt={ckpt}", "split=dev"])
     assert "ckpt" in one_line_error(capsys, ["eval"])
 
 
@@ -157,7 +170,8 @@ def test_report_end_to_end_on_a_multirun_sweep(sweep, capsys):
     report_md = (sweep / "report.md").read_text()
     assert "![forest plot](forest_plot.png)" in report_md
     assert (sweep / "forest_plot.png").read_bytes().startswith(PNG_MAGIC)
-    table = [line for line in report_md.splitlines() if line.startswith("| a ") or line.startswith("| b ")]
+    main_md = report_md.split("## Shapes", 1)[0]  # the held-out table; the shapes one follows
+    table = [line for line in main_md.splitlines() if line.startswith("| a ") or line.startswith("| b ")]
     assert len(table) == 2 and "| reference |" in table[0]
     # both arms are the same recipe with the same seeds: identical runs, a difference of exactly zero,
     # with an interval as wide as the seed-to-seed spread says (symmetric: the t-interval)
@@ -169,6 +183,34 @@ def test_report_end_to_end_on_a_multirun_sweep(sweep, capsys):
     for name in runs:
         assert f"href='./{name}/viewer.html'" in page and (sweep / name / "viewer.html").is_file()
     assert "held-out, RL base" in (sweep / runs[0] / "viewer.html").read_text()  # eval.test=false: held-out episodes
+    # the shapes tasks: their own table beside the held-out one, the same seed-aware interval (zero here)
+    assert "shapes pass@1 by seed" in printed and "Shapes: pass@1 on 50 `shapes` tasks" in printed
+    shapes_md = report_md.split("## Shapes", 1)[1].split("## Power", 1)[0]
+    shapes_rows = [line for line in shapes_md.splitlines() if line.startswith("| a ") or line.startswith("| b ")]
+    assert len(shapes_rows) == 2 and "| reference |" in shapes_rows[0]
+    assert shapes_rows[1].split(" | ")[4].startswith("+0.000 [-")
+    assert "id='shapes'" in page
+
+
+def test_a_run_with_shapes_n_writes_the_shapes_evaluation_everywhere(sweep):
+    run = sweep / "a_seed0_0"
+    result = json.loads((run / "eval.json").read_text())
+    for key in ("shapes", "shapes_base", "heldout"):
+        assert result[key]["tasks"] == (50 if key.startswith("shapes") else 10) and result[key]["n"] in (1, 2)
+    diff = result["shapes_paired_diff"]
+    assert diff["tasks"] == 50 and diff["ci"][0] <= diff["diff"] <= diff["ci"][1]
+    kept = result["shapes_gain_kept"]
+    assert kept["shapes"] == [diff["diff"], *diff["ci"]]
+    heldout_gain = result["heldout_paired_diff"]["diff"]
+    assert kept["share"] == (pytest.approx(diff["diff"] / heldout_gain) if heldout_gain > 0 else None)
+    for name in ("shapes_base.txt", "shapes_final.txt"):  # one decoded episode per task
+        headers = [line for line in (run / "transcripts" / name).read_text().splitlines() if line.startswith("## ")]
+        assert [line.split()[1] for line in headers] == result["shapes"]["tasks_names"]
+    summary = (run / "summary.md").read_text()
+    assert "## Shapes" in summary and "(50 tasks x 1 episodes, seed 0)" in summary
+    assert "shapes gain / held-out gain:" in summary and "paired over 50 shapes tasks" in summary
+    page = (run / "viewer.html").read_text()
+    assert "<h2>Held-out</h2>" in page and "<h2>Shapes</h2>" in page and "all 50 shapes tasks x 1" in page
 
 
 def test_report_without_runs_is_one_line_exit_2(tmp_path, capsys):
@@ -183,12 +225,15 @@ def test_report_unknown_reference_names_the_arms(sweep, capsys):
     assert "reference arm 'default'" in err and "a, b" in err
 
 
-def _fake_run(root: Path, arm: str, seed: int, per_task: list[int], n: int, heldout: bool) -> None:
+def _fake_run(root: Path, arm: str, seed: int, per_task: list[int], n: int, heldout: bool,
+              shapes: list[int] | None = None) -> None:
     score = {"per_task": per_task, "n": n, "tasks_names": [f"t{i}" for i in range(len(per_task))]}
     result = {"config": {"arm": arm, "seed": seed},
               "train": {"late_reward": 0.5 + seed, "late_exploit": 0.0, "final_entropy": 0.2, "sampled_episodes": 64}}
     if heldout:
         result["heldout"] = score
+    if shapes is not None:
+        result["shapes"] = {"per_task": shapes, "n": n, "tasks_names": [f"s{i}" for i in range(len(shapes))]}
     result["test"] = {"chosen": score, "base": score}
     path = root / f"{arm}_seed{seed}" / "eval.json"
     path.parent.mkdir(parents=True)
@@ -343,3 +388,30 @@ def test_report_refuses_runs_with_different_episode_counts(tmp_path):
     _fake_run(tmp_path, "kl", 0, [8, 4], 8, heldout=True)
     with pytest.raises(ReportError, match="different episode counts on the heldout tasks \\(4, 8\\)"):
         build_report(tmp_path, "default")
+
+
+def test_report_shapes_table_by_hand_and_the_primary_source_untouched(tmp_path):
+    heldout = {("default", 0): [4, 2], ("default", 1): [3, 2], ("kl", 0): [4, 3], ("kl", 1): [2, 2]}
+    shapes = {("default", 0): [1, 0, 2], ("default", 1): [0, 0, 1], ("kl", 0): [3, 1, 2], ("kl", 1): [2, 0, 4]}
+    for key in heldout:
+        _fake_run(tmp_path / "with", *key, heldout[key], 4, heldout=True, shapes=shapes[key])
+        _fake_run(tmp_path / "without", *key, heldout[key], 4, heldout=True)
+    report, plain = build_report(tmp_path / "with", "default"), build_report(tmp_path / "without", "default")
+    assert report.source == "heldout" and plain.shapes is None
+    assert [(r.diff, r.per_seed) for r in report.rows] == [(r.diff, r.per_seed) for r in plain.rows]
+    assert report.power == plain.power
+    rates = {arm: torch.tensor([shapes[arm, s] for s in (0, 1)], dtype=torch.float64) / 4 for arm in ("default", "kl")}
+    by_hand = arm_difference(rates["kl"], rates["default"])
+    _, kl = report.shapes
+    assert kl.per_seed == pytest.approx([0.5, 0.5]) and kl.seed_aware
+    assert kl.diff == pytest.approx((float(by_hand.diff), float(by_hand.lo), float(by_hand.hi)))
+    header, cells = shapes_table(report)
+    assert header[2] == "shapes pass@1 by seed" and cells[1][4].startswith(f"{float(by_hand.diff):+.3f} [")
+
+
+def test_report_names_runs_without_shapes_and_draws_no_shapes_table(tmp_path):
+    _fake_run(tmp_path, "default", 0, [4, 2], 4, heldout=True, shapes=[1, 2, 3])
+    _fake_run(tmp_path, "default", 1, [3, 2], 4, heldout=True)
+    report = build_report(tmp_path, "default")
+    assert report.shapes is None and shapes_table(report)[1] == []
+    assert any("only 1 of 2 runs evaluated the shapes tasks" in note for note in report.notes)

@@ -10,6 +10,7 @@ from bugfix_rl.evaluate.plots import forest_plot
 from bugfix_rl.evaluate.stats import (
     bootstrap_ci,
     degenerate_group_probability,
+    gain_kept,
     paired_bootstrap_diff,
     pass_at_k,
     pass_rate_summary,
@@ -145,3 +146,13 @@ def test_forest_plot_writes_png(tmp_path):
     data = path.read_bytes()
     assert len(data) > 0
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_gain_kept_is_the_ratio_of_the_two_paired_gains_and_none_without_a_held_out_gain():
+    heldout = {"diff": 0.40, "ci": [0.10, 0.70]}
+    shapes = {"diff": 0.10, "ci": [-0.05, 0.25]}
+    kept = gain_kept(heldout, shapes)
+    assert kept["share"] == pytest.approx(0.25)  # 0.10 / 0.40
+    assert kept["heldout"] == [0.40, 0.10, 0.70] and kept["shapes"] == [0.10, -0.05, 0.25]
+    for no_gain in (0.0, -0.2):  # no share of a loss or of nothing
+        assert gain_kept({"diff": no_gain, "ci": [-0.5, 0.3]}, shapes)["share"] is None

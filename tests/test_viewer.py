@@ -61,6 +61,24 @@ def test_the_run_page_renders_episodes_for_every_task_a_legend_and_no_console_er
     assert 'id="validation"' in dom and 'id="test"' in dom and 'class="env"' in dom
 
 
+def test_the_run_page_shows_held_out_and_shapes_beside_each_other(tmp_path):
+    from bugfix_rl.evaluate.stats import gain_kept, paired_summary, pass_rate_summary
+    from bugfix_rl.viewer import run_page
+
+    result = {"config": {"experiment": "e", "arm": "a", "seed": 0, "steps": 1}, "chosen_step": 1, "validation": {}}
+    for split, final, start in (("heldout", [4] * 10, [2] * 10), ("shapes", [3] * 50, [1] * 50)):
+        result[split], result[f"{split}_base"] = pass_rate_summary(final, 4), pass_rate_summary(start, 4)
+        result[f"{split}_paired_diff"] = paired_summary(final, start, 4)
+    result["shapes_gain_kept"] = gain_kept(result["heldout_paired_diff"], result["shapes_paired_diff"])
+    page = run_page(tmp_path, result, {}, tokenizer=None)
+    assert page.index("<h2>Held-out</h2>") < page.index("<h2>Shapes</h2>")
+    assert "final policy 0.750 [" in page and "start 0.250 [" in page and "all 50 shapes tasks x 4" in page
+    assert "final - start, paired over tasks: +0.500 [" in page
+    assert "shapes gain / held-out gain: 1.00" in page  # +0.500 on shapes over +0.500 held-out
+    without = run_page(tmp_path, {k: v for k, v in result.items() if not k.startswith("shapes")}, {}, tokenizer=None)
+    assert "<h2>Held-out</h2>" in without and "Shapes" not in without
+
+
 @needs_chromium
 def test_the_console_check_catches_a_page_error(tmp_path):
     bad = tmp_path / "bad.html"

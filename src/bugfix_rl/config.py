@@ -209,6 +209,8 @@ class EvalConfig:
     test: bool = True  # evaluate base and chosen checkpoint on the test tasks at the end
     heldout_n: int = 0  # >0: also evaluate the final policy on all 10 held-out tasks
     heldout_seed_offset: int = 100  # held-out generator seed = offset + run seed (arms share it)
+    shapes_n: int = 0  # >0: also evaluate the start and final policy on the 50 `shapes` tasks (unseen templates)
+    shapes_seed_offset: int = 200  # shapes generator seed = offset + run seed (its own: no other stream moves)
 
 
 @dataclass
@@ -321,7 +323,7 @@ class EvalCommandConfig:
 
     ckpt: str = MISSING
     compare: Optional[str] = None  # a second checkpoint: paired difference ckpt - compare
-    split: str = "test"  # train | val | test | heldout
+    split: str = "test"  # train | val | test | heldout | shapes (checkpoint_eval.SPLITS)
     n: int = 32
     seed: int = 4
     threads: int = 2

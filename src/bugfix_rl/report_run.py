@@ -1,4 +1,5 @@
-"""summary.md of one run: the config line, checkpoint table, test report, and the dashboard figure."""
+"""summary.md of one run: the config line, checkpoint table, test report, and the dashboard figure;
+and the start-vs-final lines of the held-out and `shapes` evaluations that the console prints too."""
 
 from __future__ import annotations
 
@@ -42,6 +43,10 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
                   f" per task {result['heldout']['per_task']} (of {result['heldout']['n']})."]
         if "behaviour" in result["heldout"] and "behaviour" in result.get("heldout_base", {}):
             lines += ["", *tool_table(result["heldout_base"], result["heldout"])]
+    if "shapes" in result:
+        lines += ["", "## Shapes (function shapes held out from training)", "",
+                  *start_final_lines(result, "shapes", cfg["seed"]), *gain_kept_lines(result), "",
+                  f"Final policy per task: {result['shapes']['per_task']} (of {result['shapes']['n']})."]
     train = result["train"]
     lines += ["", f"Late training reward (last 5 steps): {train['late_reward']:.3f}; exploit use at the end:"
               f" {train['late_exploit']:.2f}; final entropy {train['final_entropy']:.3f} nats;"
@@ -49,6 +54,31 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
     path = Path(run_dir) / "summary.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+SPLIT_LABELS = {"heldout": "held-out", "shapes": "shapes"}  # eval.json key -> printed name
+
+
+def start_final_lines(result: dict, split: str, seed: int) -> list[str]:
+    """Two lines for a start-vs-final split of eval.json ('heldout' or 'shapes'): both pass@1 with their
+    Wilson intervals, task and episode counts and the run's seed; then final - start paired over tasks."""
+    final, start, d = result[split], result[f"{split}_base"], result[f"{split}_paired_diff"]
+    label = SPLIT_LABELS[split]
+    return [f"{label} pass@1: final {_rate(final)}, start {_rate(start)}"
+            f" ({final['tasks']} tasks x {final['n']} episodes, seed {seed})",
+            f"final - start, paired over {d['tasks']} {label} tasks: {d['diff']:+.3f}"
+            f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] (one seed; t + MOVER hull, over tasks)"]
+
+
+def gain_kept_lines(result: dict) -> list[str]:
+    """The share of the held-out gain kept on the shapes tasks (stats.gain_kept), when both were evaluated."""
+    kept = result.get("shapes_gain_kept")
+    if not kept:
+        return []
+    share = "undefined (held-out gain <= 0)" if kept["share"] is None else f"{kept['share']:.2f}"
+    (h, h_lo, h_hi), (s, s_lo, s_hi) = kept["heldout"], kept["shapes"]
+    return [f"shapes gain / held-out gain: {share} (no interval for the ratio; the two paired intervals:"
+            f" held-out {h:+.3f} [{h_lo:+.3f}, {h_hi:+.3f}], shapes {s:+.3f} [{s_lo:+.3f}, {s_hi:+.3f}])"]
 
 
 # (label, behaviour key) rows of the tool table; per-episode means over the held-out episodes

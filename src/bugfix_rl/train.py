@@ -28,7 +28,7 @@ from bugfix_rl.envs import make_env_factory
 from bugfix_rl.evaluate.episodes import transcript
 from bugfix_rl.evaluate.evaluate import behaviour_stats, sample_trajectories, success_counts
 from bugfix_rl.evaluate.plots import plot_pass_at_k
-from bugfix_rl.evaluate.stats import paired_summary, pass_at_k_curve, pass_rate_summary
+from bugfix_rl.evaluate.stats import gain_kept, paired_summary, pass_at_k_curve, pass_rate_summary
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.learner import Learner, broadcast_weights, follow
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
@@ -424,7 +424,7 @@ def last_saved(state: RunState) -> Path | None:
 def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
                progress: PhaseProgress | None = None) -> dict:
     """Choose the checkpoint on validation, evaluate base and chosen on test once (and the final policy
-    and the base on the held-out tasks), write the reports. `progress` shows the evaluations."""
+    and the base on the held-out and the `shapes` tasks), write the reports. `progress` shows the evaluations."""
     from bugfix_rl.report_run import write_summary
 
     progress = progress or PhaseProgress(bars=False, lines=False)
@@ -433,6 +433,8 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
         evaluations.append(f"test (base and chosen, {len(make_tasks('test'))} tasks x {cfg.eval.n_test})")
     if cfg.eval.heldout_n > 0:
         evaluations.append(f"held-out (base and final, {len(make_tasks('heldout'))} tasks x {cfg.eval.heldout_n})")
+    if cfg.eval.shapes_n > 0:
+        evaluations.append(f"shapes (base and final, {len(make_tasks('shapes'))} tasks x {cfg.eval.shapes_n})")
     if evaluations:
         with progress.phase("final evaluation: " + ", ".join(evaluations), done="final evaluation done"), \
                 progress.stage("policies evaluated", 2 * len(evaluations)) as advance:
@@ -450,7 +452,7 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
 
 def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env, advance) -> tuple[dict, dict]:
     """finish_run's result dict, and the viewer's episodes (label -> viewer.pick_episodes output) of the
-    test evaluation (else the held-out one); advance(name) after each policy evaluated."""
+    test evaluation (else the held-out one, else the shapes one); advance(name) after each policy evaluated."""
     episodes: dict[str, list] = {}
     stopped = state.stopped or {"step": None, "reason": None}
 
@@ -488,27 +490,31 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
         plot_pass_at_k({name: test[name]["pass_at_k_curve"] for name in ("base", "chosen")},
                        run_dir / "pass_at_k.png", title=f"test pass@k, {len(test['base']['per_task'])} tasks x {n}")
         result["test"] = test
-    if cfg.eval.heldout_n > 0:
-        final = state.checkpoints[max(state.checkpoints)]
-        final_policy = build_policy(cfg.policy, tokenizer, init=str(final))
-        seed = cfg.eval.heldout_seed_offset + cfg.seed
-        transcripts = run_dir / "transcripts"
+    final_step = max(state.checkpoints)
+    final_policy = None
+    # (split, episodes per task, generator seed, viewer label): each its own seeded stream, after the test's
+    for split, n, seed, label in (("heldout", cfg.eval.heldout_n, cfg.eval.heldout_seed_offset + cfg.seed, "held-out"),
+                                  ("shapes", cfg.eval.shapes_n, cfg.eval.shapes_seed_offset + cfg.seed, "shapes")):
+        if n <= 0:
+            continue
+        if final_policy is None:
+            final_policy = build_policy(cfg.policy, tokenizer, init=str(state.checkpoints[final_step]))
         final_sampled, base_sampled = [], []
-        result["heldout"] = evaluate_with_transcripts(final_policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
-                                                      seed, temperature, transcripts / "heldout_final.txt", final_sampled)
-        advance("held-out final")
+        result[split] = evaluate_with_transcripts(final_policy, tokenizer, make_env, split, n, seed, temperature,
+                                                  run_dir / "transcripts" / f"{split}_final.txt", final_sampled)
+        advance(f"{label} final")
         # the run's starting policy on the same tasks and stream: before vs after, paired over tasks
-        result["heldout_base"] = evaluate_with_transcripts(base, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
-                                                           seed, temperature, transcripts / "heldout_base.txt",
-                                                           base_sampled)
-        advance("held-out base")
-        result["heldout_paired_diff"] = paired_summary(result["heldout"]["per_task"],
-                                                       result["heldout_base"]["per_task"], cfg.eval.heldout_n)
-        if not episodes:  # the viewer shows the test episodes when there are any
-            names = result["heldout"]["tasks_names"]
-            episodes["held-out, RL base"] = pick_episodes(base_sampled, names, cfg.eval.heldout_n)
-            episodes[f"held-out, final (step {max(state.checkpoints)})"] = pick_episodes(final_sampled, names,
-                                                                                         cfg.eval.heldout_n)
+        result[f"{split}_base"] = evaluate_with_transcripts(base, tokenizer, make_env, split, n, seed, temperature,
+                                                            run_dir / "transcripts" / f"{split}_base.txt", base_sampled)
+        advance(f"{label} base")
+        result[f"{split}_paired_diff"] = paired_summary(result[split]["per_task"],
+                                                        result[f"{split}_base"]["per_task"], n)
+        if not episodes:  # the viewer shows the test episodes when there are any, else held-out, else shapes
+            names = result[split]["tasks_names"]
+            episodes[f"{label}, RL base"] = pick_episodes(base_sampled, names, n)
+            episodes[f"{label}, final (step {final_step})"] = pick_episodes(final_sampled, names, n)
+    if "heldout" in result and "shapes" in result:
+        result["shapes_gain_kept"] = gain_kept(result["heldout_paired_diff"], result["shapes_paired_diff"])
     return result, episodes
 
 

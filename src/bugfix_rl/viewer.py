@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from bugfix_rl.evaluate.episodes import decode_ids, token_runs
+from bugfix_rl.report_run import gain_kept_lines
 
 EPISODES_PER_KIND = 2  # successes and failures shown per task and policy
 
@@ -148,10 +149,16 @@ def run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) 
     if "heldout" in result:
         out.append(f"<h2>Held-out</h2><p>final policy {_rate(result['heldout'])}; start"
                    f" {_rate(result['heldout_base'])} (all held-out tasks).</p>")
+    if "shapes" in result:
+        d, shapes = result["shapes_paired_diff"], result["shapes"]
+        out.append(f"<h2>Shapes</h2><p id='shapes'>final policy {_rate(shapes)}; start {_rate(result['shapes_base'])}"
+                   f" (all {shapes['tasks']} shapes tasks x {shapes['n']}: function shapes held out from training);"
+                   f" final - start, paired over tasks: {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}].</p>")
+        out += [f"<p>{_e(line)}</p>" for line in gain_kept_lines(result)]
     out.append("<h2>Episodes</h2>")
     if not episodes:
-        out.append("<p class='note'>No episodes: this run evaluated neither test nor held-out tasks"
-                   " (eval.test=false, eval.heldout_n=0).</p>")
+        out.append("<p class='note'>No episodes: this run evaluated neither test, held-out nor shapes tasks"
+                   " (eval.test=false, eval.heldout_n=0, eval.shapes_n=0).</p>")
     else:
         out.append(legend())
     for label, picked in episodes.items():
@@ -169,7 +176,7 @@ def write_run_page(run_dir: Path, result: dict, episodes: dict[str, list], token
 
 def sweep_page(report) -> str:
     """`report`'s page: the ablation table, the forest plot, the verdicts, and a link to each run's page."""
-    from bugfix_rl.evaluate.ablation import table_cells, table_header, verdicts
+    from bugfix_rl.evaluate.ablation import describe_shapes, shapes_table, table_cells, table_header, verdicts
 
     out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>report: {_e(report.root.name)}</title>"
            f"<style>{CSS}</style></head><body><h1>Ablation report: {_e(report.root.name)}</h1><table id='ablation'><tr>"]
@@ -180,7 +187,14 @@ def sweep_page(report) -> str:
     uri = _data_uri(report.root / "forest_plot.png")
     if uri:
         out.append(f"<img alt='forest plot' src='{uri}'>")
-    out.append("<ul>" + "".join(f"<li>{_e(line[2:])}</li>" for line in verdicts(report)) + "</ul><h2>Runs</h2><ul>")
+    out.append("<ul>" + "".join(f"<li>{_e(line[2:])}</li>" for line in verdicts(report)) + "</ul>")
+    if report.shapes:
+        header, cells = shapes_table(report)
+        out.append(f"<h2>Shapes</h2><p>{_e(describe_shapes(report))}</p><table id='shapes'><tr>"
+                   + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>")
+        out += ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in cells]
+        out.append("</table>")
+    out.append("<h2>Runs</h2><ul>")
     for run in sorted(report.runs, key=lambda r: (r.arm, r.seed)):
         relative = run.path.relative_to(report.root) if run.path != report.root else Path(".")
         page = relative / "viewer.html"

@@ -4,7 +4,9 @@ Runs are found by their eval.json anywhere under the sweep dir (Hydra's -m layou
 <sweep>/<arm>_seed<seed>_<num>/eval.json, or any other nesting) and grouped by the arm and seed
 recorded in them. Each run's score is its held-out pass@1 when the run evaluated the held-out tasks
 (eval.heldout_n > 0) and the chosen checkpoint's test pass@1 otherwise; one report uses one source
-for all runs, so every arm is measured on the same tasks.
+for all runs, so every arm is measured on the same tasks. When every run also evaluated the `shapes`
+tasks (eval.shapes_n > 0: function shapes held out from training), a second table compares the arms
+on those the same way; the primary source, its verdicts and the power calculation are unchanged.
 
 An arm is compared with the reference arm by intervals.arm_difference: a t-interval whose variance
 holds both the seed-to-seed spread of each arm's mean and the task-to-task spread of the per-task
@@ -42,7 +44,7 @@ class Run:
     path: Path
     arm: str
     seed: int
-    rates: dict[str, torch.Tensor]  # source ('heldout' | 'test') -> [T] per-task pass@1
+    rates: dict[str, torch.Tensor]  # source ('heldout' | 'test' | 'shapes') -> [T] per-task pass@1
     tasks: dict[str, list[str]]  # source -> task names
     episodes: dict[str, int]  # source -> episodes per task
     train: dict = field(default_factory=dict)
@@ -54,6 +56,8 @@ def _scores(result: dict) -> dict[str, dict]:
         sources["heldout"] = result["heldout"]
     if "test" in result:
         sources["test"] = result["test"]["chosen"]
+    if "shapes" in result:
+        sources["shapes"] = result["shapes"]
     return sources
 
 
@@ -86,15 +90,20 @@ def choose_source(runs: list[Run]) -> str:
     """'heldout' if every run has it, else 'test' if every run has that; the same tasks everywhere."""
     for source in ("heldout", "test"):
         if all(source in r.rates for r in runs):
-            names = {tuple(map(str, r.tasks[source])) for r in runs}
-            if len(names) > 1:
-                raise ReportError(f"runs were evaluated on different {source} tasks; cannot pair them")
-            episodes = sorted({r.episodes[source] for r in runs})
-            if len(episodes) > 1:  # the variance parts and the MDE assume one episode count
-                raise ReportError(f"runs were evaluated with different episode counts on the {source} tasks"
-                                  f" ({', '.join(map(str, episodes))}); report runs of one evaluation setting")
+            check_comparable(runs, source)
             return source
     raise ReportError("some runs have neither a held-out nor a test evaluation (eval.test=false and heldout_n=0)")
+
+
+def check_comparable(runs: list[Run], source: str) -> None:
+    """ReportError unless every run saw the same `source` tasks with the same episode count."""
+    names = {tuple(map(str, r.tasks[source])) for r in runs}
+    if len(names) > 1:
+        raise ReportError(f"runs were evaluated on different {source} tasks; cannot pair them")
+    episodes = sorted({r.episodes[source] for r in runs})
+    if len(episodes) > 1:  # the variance parts and the MDE assume one episode count
+        raise ReportError(f"runs were evaluated with different episode counts on the {source} tasks"
+                          f" ({', '.join(map(str, episodes))}); report runs of one evaluation setting")
 
 
 @dataclass
@@ -209,6 +218,7 @@ class Report:
     power: dict
     runs: list[Run]
     notes: list[str]
+    shapes: list[ArmRow] | None = None  # the arms on the `shapes` tasks, when every run evaluated them
 
     @property
     def tasks(self) -> int:
@@ -243,7 +253,15 @@ def build_report(root: str | Path, reference: str) -> Report:
     rows = ablation_rows(arms, source, reference)
     kept = [run for by_seed in arms.values() for run in by_seed.values()]
     episodes = kept[0].episodes[source]
-    return Report(Path(root), source, reference, rows, power_analysis(rows, episodes=episodes), kept, notes)
+    shapes = None
+    with_shapes = sum("shapes" in r.rates for r in kept)
+    if with_shapes == len(kept):
+        check_comparable(kept, "shapes")
+        shapes = ablation_rows(arms, "shapes", reference)
+    elif with_shapes:
+        notes.append(f"only {with_shapes} of {len(kept)} runs evaluated the shapes tasks (eval.shapes_n > 0):"
+                     " no shapes table")
+    return Report(Path(root), source, reference, rows, power_analysis(rows, episodes=episodes), kept, notes, shapes)
 
 
 def forest_rows(report: Report) -> list[dict]:
@@ -266,10 +284,29 @@ def table_cells(report: Report, row: ArmRow) -> list[str]:
             _num(row.train["seconds_per_step"])]
 
 
-def table_header(report: Report) -> list[str]:
-    score = "held-out" if report.source == "heldout" else "test"
+SCORE_NAMES = {"heldout": "held-out", "test": "test", "shapes": "shapes"}  # source -> column name
+SHAPES_COLUMNS = 6  # the shapes table: arm .. MDE (the training columns are the main table's)
+
+
+def table_header(report: Report, source: str | None = None) -> list[str]:
+    score = SCORE_NAMES[source or report.source]
     return ["arm", "seeds", f"{score} pass@1 by seed", "mean", f"vs {report.reference} [95% CI, seeds + tasks]",
             "MDE (80%)", "late reward", "exploit", "entropy", "episodes", "s / step"]
+
+
+def shapes_table(report: Report) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the shapes table: each arm on the `shapes` tasks, compared with the reference
+    by the same seed-and-task interval as the main table; empty rows when there is no shapes table."""
+    header = table_header(report, "shapes")[:SHAPES_COLUMNS]
+    return header, [table_cells(report, row)[:SHAPES_COLUMNS] for row in report.shapes or []]
+
+
+def describe_shapes(report: Report) -> str:
+    shapes = report.runs[0]
+    return (f"Shapes: pass@1 on {len(shapes.tasks['shapes'])} `shapes` tasks (eval.json 'shapes', final policy;"
+            f" built from function templates that training never draws), {shapes.episodes['shapes']} episodes per"
+            f" task per run; the same seeds-and-tasks interval and MDE as above. The held-out table stays the"
+            f" report's score; this one compares the arms on function shapes no arm trained on.")
 
 
 def describe(report: Report) -> str:
@@ -348,6 +385,11 @@ def write_report(report: Report) -> list[Path]:
         lines += ["", "![forest plot](forest_plot.png)"]
     else:
         lines += ["", "(only the reference arm: no comparison, no forest plot)"]
+    if report.shapes:
+        header, cells = shapes_table(report)
+        lines += ["", "## Shapes (function shapes held out from training)", "", describe_shapes(report), "",
+                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in cells]
     lines += ["", "## Power (alpha 0.05, power 0.8)", "", "```"] + power_lines(report.power) + ["```"]
     lines += ["", "## Runs", ""] + [f"- `{r.path.relative_to(report.root) if r.path != report.root else '.'}`:"
                                     f" arm {r.arm}, seed {r.seed}, pass@1 {r.rates[report.source].mean():.3f}"

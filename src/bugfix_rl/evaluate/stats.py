@@ -238,6 +238,26 @@ def paired_summary(a_counts: Sequence[int], b_counts: Sequence[int], n: int) -> 
             "per_task": (rate_a - rate_b).tolist()}
 
 
+def gain_kept(heldout_diff: dict, shapes_diff: dict) -> dict:
+    """The share of a run's held-out gain (final - start) that it keeps on the `shapes` tasks.
+
+    Args:
+        heldout_diff, shapes_diff: paired_summary outputs (final - start on each split).
+
+    Returns:
+        {"share": shapes gain / held-out gain, None unless the held-out gain is > 0 (a share of a loss
+        or of nothing is not one), "heldout": [diff, lo, hi], "shapes": [diff, lo, hi]}.
+
+    No interval for the share: the two gains are measured on disjoint tasks with intervals that are
+    hulls of two methods (paired_task_interval), which give no standard error to carry through a
+    ratio (Fieller or the delta method), and no helper here bootstraps a ratio. The two paired
+    intervals are returned instead; where the held-out one includes 0 the share means little.
+    """
+    heldout, shapes = heldout_diff["diff"], shapes_diff["diff"]
+    return {"share": shapes / heldout if heldout > 0 else None,
+            "heldout": [heldout, *heldout_diff["ci"]], "shapes": [shapes, *shapes_diff["ci"]]}
+
+
 def degenerate_group_probability(p: float, group_size: int) -> float:
     """Chance that a group of ``group_size`` independent rollouts is all-pass or all-fail: p^G + (1-p)^G.
 

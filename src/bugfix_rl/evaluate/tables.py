@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from bugfix_rl.evaluate.ablation import Report, describe, power_lines, table_cells, table_header
+from bugfix_rl.evaluate.ablation import (Report, describe, describe_shapes, power_lines, shapes_table, table_cells,
+                                        table_header)
 from bugfix_rl.evaluate.checkpoint_eval import label_of
 from bugfix_rl.evaluate.episodes import failure_lines
 
@@ -98,6 +99,15 @@ def print_report(report: Report, console: Console | None = None) -> None:
         table.add_row(*table_cells(report, row))
     console.print(table)
     console.print(describe(report))
+    if report.shapes:
+        header, cells = shapes_table(report)
+        shapes = Table(title="shapes (function shapes held out from training)")
+        for column in header:
+            shapes.add_column(column)
+        for row in cells:
+            shapes.add_row(*row)
+        console.print(shapes)
+        console.print(describe_shapes(report))
     for note in report.notes:
         console.print(f"note: {note}")
     console.print("power (alpha 0.05, power 0.8):")
