@@ -400,22 +400,21 @@ def file_lines(text: str) -> list[str]:
 
 def code_to_words(text: str) -> list[str]:
     """Text -> code words, lines separated by `<nl>` (the inverse of words_to_code on PEP 8 code)."""
-    words: list[str] = []
-    for index, line in enumerate(file_lines(text)):
-        if index:
-            words.append(NEWLINE)
-        words += line_to_words(line)
-    return words
+    return _lines_to_words(text, line_to_words)
 
 
 def code_to_words_exact(text: str) -> list[str]:
     """Text -> words that words_to_code turns back into exactly this text (line_to_words_exact per line),
     whatever its spacing and literals: what a file view shows, and what an Edit copied from it gives."""
+    return _lines_to_words(text, line_to_words_exact)
+
+
+def _lines_to_words(text: str, line_words) -> list[str]:
     words: list[str] = []
     for index, line in enumerate(file_lines(text)):
         if index:
             words.append(NEWLINE)
-        words += line_to_words_exact(line)
+        words += line_words(line)
     return words
 
 
