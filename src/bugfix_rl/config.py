@@ -43,6 +43,8 @@ class EnvConfig:
     rename: bool = True  # replace the function name by an unrelated one from the gym's pool
     rename_operands: bool = False  # RL tasks: each group's task with its operands renamed from OPERAND_POOL
     shape_variants: float = 0.0  # RL tasks: share of groups on a shape variant of the task (gym/shape_variants.py)
+    generated_tasks: int = 0  # RL tasks: >0 adds this many generated ones (gym/generator.py) to the 20, drawn alike (RL base too)
+    generated_seed: int = 0  # the generator's seed for env.generated_tasks (one pool for every run seed)
     reward: str = "hidden"  # hidden: all hidden tests pass; public: all public pass (hackable); partial; mixed
     partial_alpha: float = 0.1  # reward=mixed: 1[all hidden pass] + partial_alpha * fraction passed
     flaky_rate: float = 0.0  # each test outcome behind the reward flips with this probability
@@ -489,6 +491,8 @@ def validate(cfg) -> None:
         raise ConfigError("env.truncation is an edit-menu switch: the tools env always grades the final file")
     if not 0 <= cfg.env.shape_variants <= 1:
         raise ConfigError(f"env.shape_variants must lie in [0, 1] (a share of groups), got {cfg.env.shape_variants}")
+    if cfg.env.generated_tasks < 0:
+        raise ConfigError(f"env.generated_tasks={cfg.env.generated_tasks} must be >= 0 (0 = the book's 20 tasks only)")
     if not (0 <= cfg.env.flaky_rate <= 0.5 and 0 <= cfg.env.step_penalty < math.inf and 0 <= cfg.env.partial_alpha < math.inf):
         raise ConfigError("env.flaky_rate must lie in [0, 0.5]; env.step_penalty and env.partial_alpha must be >= 0")
     stop = cfg.stop

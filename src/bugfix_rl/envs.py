@@ -47,3 +47,8 @@ def oracle_for(env_cfg):
 
 def make_env_factory(env_cfg) -> tuple[Callable, Callable[[], None]]:
     return ENVS[env_cfg.name](env_cfg)
+
+
+def env_sandbox(make_env: Callable):
+    """The sandbox an env factory's episodes run on (the tools env's), or None (the edit menu has none)."""
+    return getattr(make_env, "sandbox", None)

@@ -24,11 +24,12 @@ from bugfix_rl.algo.data_parallel import DataParallel, SingleProcess
 from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, model_tensors, optimizer_state,
                                   optimizer_tensors, save_checkpoint)
 from bugfix_rl.dashboard import JsonlLogger, WandbLogger, dashboard_row, plot_dashboard
-from bugfix_rl.envs import make_env_factory
+from bugfix_rl.envs import env_sandbox, make_env_factory
 from bugfix_rl.evaluate.episodes import transcript
 from bugfix_rl.evaluate.evaluate import behaviour_stats, sample_trajectories, success_counts
 from bugfix_rl.evaluate.plots import plot_pass_at_k
 from bugfix_rl.evaluate.stats import gain_kept, paired_summary, pass_at_k_curve, pass_rate_summary
+from bugfix_rl.gym.generator import training_pool
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.learner import Learner, broadcast_weights, follow
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
@@ -77,7 +78,7 @@ class Trainer:
         self.learner = learner if learner is not None else Learner(model, cfg.algo.lr)
         self.model, self.tokenizer, self.make_env = self.learner.replica, tokenizer, make_env
         self.generator = generator
-        self.tasks = make_tasks("train")
+        self.tasks = training_pool(cfg.env, env_sandbox(make_env))  # what groups are drawn from (env.generated_tasks)
         self.ref_model = None
         if cfg.algo.kl_coef > 0:
             self.ref_model = (reference if reference is not None else copy.deepcopy(model)).eval()

@@ -1,10 +1,13 @@
 """Task generators, one per bug family: as many distinct, checked tasks as asked, deterministic by seed.
 
-API (nothing wires it into training or evaluation yet):
+API:
 
     generated_tasks(n, seed=0, sandbox=None) -> list[Task]
         Training draws: n tasks from TRAINING templates only, families in turn (minmax, range, compare,
         zero, init, minmax, ...). Same seed -> identical tasks, byte for byte; split 'train'.
+    training_pool(env_cfg, sandbox=None) -> list[Task]
+        What RL groups and the RL base's demonstrations draw from: the book's 20 training tasks, then
+        env.generated_tasks generated ones (seed env.generated_seed) when that is > 0.
     make_tasks("shapes")  (gym/tasks.py)
         The `shapes` split: 50 tasks (10 per family) from RESERVED templates, which training draws
         never use; stored in gym/shapes_split.py (what `shapes_tasks()` gives, written by
@@ -41,6 +44,8 @@ import hashlib
 import pprint
 import random
 import re
+import sys
+import time
 
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.edit_menu import RENAME_POOL
@@ -299,6 +304,23 @@ def generated_tasks(n: int, seed: int = 0, sandbox=None) -> list[Task]:
     """n distinct checked tasks from training templates, families in turn (module doc)."""
     by_family = [tuple(t for t in TRAINING_TEMPLATES if t.family == family) for family in FAMILIES]
     return _generate([by_family[i % len(FAMILIES)] for i in range(n)], random.Random(seed), "train", sandbox)
+
+
+def training_pool(env_cfg=None, sandbox=None) -> list[Task]:
+    """The book's training tasks, then env_cfg.generated_tasks generated ones (None or 0: the book's only).
+    Generation checks each candidate on `sandbox` (None: one opened for the call); it says on stderr
+    when it starts and how long it took (200 tasks: about 1 s on a 2-core Xeon)."""
+    tasks = make_tasks("train")
+    if env_cfg is None or env_cfg.generated_tasks <= 0:
+        return tasks
+    n, seed, started = env_cfg.generated_tasks, env_cfg.generated_seed, time.perf_counter()
+    print(f"generating {n} training tasks (env.generated_tasks, seed {seed})", file=sys.stderr, flush=True)
+    generated = generated_tasks(n, seed, sandbox)
+    leaked = sorted({template_id(task) for task in generated} & {template.id for template in RESERVED_TEMPLATES})
+    assert not leaked, f"generated training tasks from the shapes split's templates: {leaked}"
+    print(f"generated {n} training tasks in {time.perf_counter() - started:.1f} s; with the book's {len(tasks)}, "
+          f"groups draw from {n + len(tasks)}", file=sys.stderr)
+    return tasks + generated
 
 
 def shapes_tasks(seed: int = SHAPES_SEED, per_family: int = 10, sandbox=None) -> list[Task]:

@@ -35,12 +35,13 @@ import re
 from functools import lru_cache
 
 from bugfix_rl.gym import ops
-from bugfix_rl.gym.tasks import Task, make_tasks, operand_names
+from bugfix_rl.gym.tasks import Task, base_task_name, make_tasks, operand_names
 
 TRAIN_CONSTANTS = ("0", "1", "2", "10")  # every number in the training sources (held-out ones: 3, 255, ...)
 KINDS = ("literal", "scaled", "operand", "specialize")
 KIND_WEIGHTS = (1, 1, 1, 2)  # specialize twice as often: of its draws, only the ones on a 2+ parameter function count
 _WORD = re.compile(r"[A-Za-z_]\w*|\d+")
+_BOOK_TRAINING_NAMES = frozenset(task.name for task in make_tasks("train"))  # the tasks variants are made of
 
 
 def _blanked(line: str, operands: set[str]) -> str:
@@ -149,9 +150,14 @@ def _graded(task: Task, source: str, new_args, tag: str) -> Task | None:
 
 def shape_variant(task: Task, rng: random.Random, tries: int = 16) -> Task | None:
     """A shape variant of a training task (module doc), drawn with `rng`, or None if `tries` draws all
-    broke a rule. Its name is `<task>~s<hash of its source>`, unique per source (gym/ops.py caches by name)."""
+    broke a rule. Its name is `<task>~s<hash of its source>`, unique per source (gym/ops.py caches by name).
+
+    A generated training task (gym/generator.py) gets None without a draw: its templates give it shapes
+    of its own, and a variant of a `while` body (`n = n - 2`) can loop forever where the fix runs in-process."""
     if task.split != "train":
         raise ValueError(f"shape variants are made from training tasks only, not {task.name!r}")
+    if base_task_name(task.name) not in _BOOK_TRAINING_NAMES:
+        return None
     for _ in range(tries):
         changed = _changed(task, rng)
         if changed is None:

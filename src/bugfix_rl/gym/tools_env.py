@@ -748,7 +748,8 @@ def _basic_to_python_regex(pattern: str) -> str:
 
 
 def make_tools_env_factory(env_cfg):
-    """(make_env(task, shown_name), close) for the train entry point: one shared sandbox."""
+    """(make_env(task, shown_name), close) for the train entry point: one shared sandbox, also
+    `make_env.sandbox` for the run's other sandbox work (checking generated training tasks)."""
     from bugfix_rl.sandbox import Sandbox, SandboxConfig
 
     config = ToolsEnvConfig(max_turns=env_cfg.max_turns, max_calls_per_turn=env_cfg.max_calls_per_turn,
@@ -756,4 +757,9 @@ def make_tools_env_factory(env_cfg):
                             flaky_rate=env_cfg.flaky_rate, step_penalty=env_cfg.step_penalty,
                             step_budget_s=env_cfg.step_budget_s, leak_canary=env_cfg.leak_canary)
     sandbox = Sandbox(SandboxConfig.from_limits(env_cfg.sandbox))
-    return (lambda task, name: ToolsEnv(task, config, name, sandbox)), sandbox.close
+
+    def make_env(task: Task, name: str | None) -> ToolsEnv:
+        return ToolsEnv(task, config, name, sandbox)
+
+    make_env.sandbox = sandbox
+    return make_env, sandbox.close

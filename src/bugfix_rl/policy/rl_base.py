@@ -25,7 +25,8 @@ import torch
 from bugfix_rl.algo.sft import sft_train
 from bugfix_rl.checkpoint import CheckpointError, load_checkpoint, load_model_state, model_tensors, save_checkpoint
 from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv
-from bugfix_rl.gym.tasks import OPERAND_POOL, base_task_name, make_tasks, with_renamed_operands
+from bugfix_rl.gym.generator import training_pool
+from bugfix_rl.gym.tasks import OPERAND_POOL, base_task_name, with_renamed_operands
 from bugfix_rl.kernels import kernel_signature
 from bugfix_rl.policy.scripted import NoisyPolicy
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
@@ -58,10 +59,11 @@ def new_tiny_agent(tokenizer: Tokenizer, arch: TinyAgentConfig) -> TinyAgent:
 
 
 def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg=None, on_episode: Callable[[], None] = _nothing):
-    """`recipe.episodes` noisy scripted edit-menu episodes on renamed training tasks, always in the
-    default EditMenuConfig (the base does not depend on the run's env settings); on_episode() after each."""
+    """`recipe.episodes` noisy scripted edit-menu episodes on renamed training tasks (the run's training
+    pool: env.generated_tasks adds to the book's), always in the default EditMenuConfig (the base does not
+    depend on the run's other env settings); on_episode() after each."""
     rng = random.Random(recipe.seed)
-    tasks = make_tasks("train")
+    tasks = training_pool(env_cfg)
     variants = [with_renamed_operands(task, rng.sample(OPERAND_POOL, len(OPERAND_POOL)), str(k))
                 for task in tasks for k in range(recipe.variants_per_task)]
     knobs = {k: getattr(recipe, k) for k in ("p_read", "p_right_after_read", "p_test", "p_wander",
@@ -76,20 +78,20 @@ def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg=None, on_episode:
 
 
 def noisy_tools_demonstrations(recipe, tokenizer: Tokenizer, env_cfg, on_episode: Callable[[], None] = _nothing):
-    """`recipe.episodes` NoisyToolsPolicy episodes on training tasks (renamed operands mostly, shape
-    variants with probability recipe.p_shape_variant), in a
-    tools env of `env_cfg` with its own sandbox (Bash runs and the final grading need one); on_episode()
-    after each."""
+    """`recipe.episodes` NoisyToolsPolicy episodes on training tasks (the run's training pool: env.generated_tasks
+    adds to the book's; renamed operands mostly, shape variants of the book's with probability
+    recipe.p_shape_variant), in a tools env of `env_cfg` with its own sandbox (Bash runs, the final grading
+    and the generated tasks' checks need one); on_episode() after each."""
     from bugfix_rl.gym.shape_variants import shape_variant
     from bugfix_rl.gym.tools_env import make_tools_env_factory
     from bugfix_rl.policy.scripted_tools import NoisyToolsPolicy
 
     rng = random.Random(recipe.seed)
-    tasks = make_tasks("train")
     knobs = {k: getattr(recipe, k) for k in ("p_read", "p_read_after_fail", "p_right_after_read", "p_miscopy",
                                              "p_retry", "p_test", "p_wander", "p_malformed")}
     make_env, close = make_tools_env_factory(env_cfg)
     try:
+        tasks = training_pool(env_cfg, make_env.sandbox)
         demos = []
         for i in range(recipe.episodes):
             task = tasks[i % len(tasks)]
@@ -197,6 +199,9 @@ def base_path(tokenizer: Tokenizer, policy_cfg, env_cfg=None) -> Path:
     if env_name != "edit_menu":  # its demonstrations run in the run's env settings
         prefix = f"rl_base_{env_name}"
         env_fields = {k: getattr(env_cfg, k) for k in ("max_turns", "max_calls_per_turn", "rename")}
+    if env_cfg is not None and env_cfg.generated_tasks > 0:  # its demonstrations draw from the training pool
+        env_fields = {**(env_fields or {}), "generated_tasks": env_cfg.generated_tasks,
+                      "generated_seed": env_cfg.generated_seed}
     key = recipe_key(recipe, architecture(policy_cfg), tokenizer, env_fields)
     return cache_root(policy_cfg) / f"{prefix}-{key}.safetensors"
 
