@@ -148,6 +148,18 @@ class PolicyConfig:
 
 
 @dataclass
+class TurnCreditConfig:
+    """Per-turn credit (algo/turn_credit.py, docs/ALGORITHMS.md "Per-turn credit"): each policy token's
+    advantage gains coef * (its turn's discounted return of turn rewards - the same turn's mean over the
+    group's other episodes). coef 0, the default, leaves every advantage as the outcome estimator gives it."""
+
+    coef: float = 0.0  # weight of the turn-level advantage; 0 = off (outcome-only)
+    malformed_cost: float = 0.5  # turn reward: minus this per malformed call in the turn
+    unanswered_cost: float = 1.0  # turn reward: minus this on the last turn of an episode that ended without an answer
+    gamma: float = 0.5  # discount of later turns' rewards in a turn's return (1: all count, 0: the turn's own only)
+
+
+@dataclass
 class AlgoConfig:
     """The RL objective and its sampling (book defaults; verl/TRL names in docs/ALGORITHMS.md)."""
 
@@ -185,6 +197,7 @@ class AlgoConfig:
     max_nonfinite_skips: int = 3  # optimizer steps in a row skipped for a NaN/inf gradient norm before the run stops
     task_filter: bool = False  # drop tasks whose recent pass rate is 0 or 1 from the step's draw
     curriculum: bool = False  # draw tasks with weight growing as their recent pass rate falls
+    turn_credit: TurnCreditConfig = field(default_factory=TurnCreditConfig)  # per-turn credit; off by default
 
 
 @dataclass
@@ -483,6 +496,11 @@ def validate(cfg) -> None:
         raise ConfigError(f"algo.minibatches={algo.minibatches} exceeds the batch size")
     if algo.dual_clip is not None and algo.dual_clip <= 1:
         raise ConfigError(f"algo.dual_clip={algo.dual_clip} must be > 1")
+    turn = algo.turn_credit
+    if not (0 <= turn.coef < math.inf and 0 <= turn.malformed_cost < math.inf and 0 <= turn.unanswered_cost < math.inf
+            and 0 <= turn.gamma <= 1):
+        raise ConfigError("algo.turn_credit: coef, malformed_cost and unanswered_cost must be finite and >= 0, "
+                          "gamma must lie in [0, 1]")
     _validate_rollout(cfg)
     _validate_trainer(cfg)
     if not cfg.env.step_budget_s > 0:

@@ -1,6 +1,7 @@
 """The advantage stage of a step, between collating and updating: KL-in-reward shaping when
-configured, DAPO's overlong shaping, then the configured group estimator (algo/advantages.py).
-Training and preflight both call `advantage_stage`."""
+configured, DAPO's overlong shaping, then the configured group estimator (algo/advantages.py), and
+with algo.turn_credit.coef > 0 the per-turn term (algo/turn_credit.py). Training and preflight both
+call `advantage_stage`."""
 
 from __future__ import annotations
 
@@ -8,16 +9,20 @@ import torch
 
 from bugfix_rl.algo.advantages import ADVANTAGES
 from bugfix_rl.algo.objective import KL_ESTIMATORS, overlong_penalty
+from bugfix_rl.algo.turn_credit import episode_turn_rewards, token_values, turn_advantages, turn_index
 from bugfix_rl.algo.update import batch_logprobs
 
 
 def advantage_stage(batch, trajectories, algo, model, ref_model=None) -> dict:
     """What a step does between collating and updating (preflight runs the same): KL-in-reward
-    shaping when configured, then the group advantages. Returns its dashboard metrics."""
+    shaping when configured, then the group advantages and the per-turn term. Returns its dashboard
+    metrics."""
     extra = {}
     if algo.kl_coef > 0 and algo.kl_in_reward:
         extra["kl_reward"] = apply_kl_in_reward(batch, model, ref_model, algo)
     compute_advantages(batch, trajectories, algo, model.cfg.max_len)
+    if algo.turn_credit.coef > 0:  # off: batch.turn_advantages stays None, the loss sees advantages [B]
+        extra.update(add_turn_advantages(batch, trajectories, algo))
     return extra
 
 
@@ -38,6 +43,32 @@ def compute_advantages(batch, trajectories, algo, model_len: int) -> None:
         no_task_signal = task.amax(1, keepdim=True) == task.amin(1, keepdim=True)  # [groups, 1]
         advantages = torch.where(no_task_signal, grouped - grouped.mean(1, keepdim=True), advantages)
     batch.advantages = advantages.reshape(-1)
+
+
+def add_turn_advantages(batch, trajectories, algo) -> dict:
+    """Fill batch.turn_advantages [B, T-1]: coef * the turn advantage of each policy token's turn.
+
+    Turn rewards come from each episode's info: `turn_malformed` (malformed calls per turn, both envs
+    record it) and `submitted` (it ended with an answer; an env error is the env's failure, not an
+    unanswered episode). Returns dashboard metrics: the mean turn reward per episode and the mean
+    |turn advantage| per policy token."""
+    cfg = algo.turn_credit
+    turns = turn_index(batch.mask)  # [B, T-1]
+    counts = (turns.amax(1) + 1).tolist()  # [B] turns per episode
+    K = max(max(counts), 1)
+    rewards = torch.zeros(len(batch), K)
+    for row, (trajectory, n) in enumerate(zip(trajectories, counts)):
+        info = trajectory.info
+        answered = bool(info.submitted) or bool(info.env_error)
+        rewards[row, :n] = torch.tensor(episode_turn_rewards(list(info.turn_malformed), n, answered,
+                                                             cfg.malformed_cost, cfg.unanswered_cost))
+    exists = torch.arange(K)[None, :] < torch.tensor(counts)[:, None]  # [B, K]
+    shape = (-1, algo.group_size, K)  # rows are group-contiguous, as in compute_advantages
+    per_turn = turn_advantages(rewards.view(shape), exists.view(shape), cfg.gamma).reshape(len(batch), K)
+    batch.turn_advantages = cfg.coef * token_values(per_turn, turns)  # [B, T-1], 0 off the mask
+    policy = batch.mask > 0
+    return {"turn_reward": float(rewards.sum(1).mean()),
+            "turn_adv_abs": float(batch.turn_advantages[policy].abs().mean()) if policy.any() else 0.0}
 
 
 def apply_kl_in_reward(batch, model, ref_model, algo) -> float:

@@ -8,11 +8,11 @@ of its policy tokens by the loss (``objective.ppo_clip_loss`` accepts [B] or [B,
 Degenerate groups (all rewards equal, e.g. 8 failures) get exactly zero advantage in every
 estimator, also with ``eps=0``: no NaN, and no tiny nonzero residue from float rounding of the mean.
 
-No per-turn variant: every token of an episode gets the episode's advantage. A per-turn advantage
-R - b(h_t) is unbiased only if b uses nothing chosen at turn t or later: the history h_t and other,
-independent episodes (e.g. the mean reward of the other group episodes sharing the prefix h_t, else
-the leave-one-out group mean). With G = 8 and at most 6 turns such prefixes are rarely shared past the
-first turn, so it would mostly reduce to ``rloo``; it is left out (docs/ALGORITHMS.md, "Per-turn").
+Every token of an episode gets the episode's outcome advantage from here. Per-turn credit is a separate
+term added on top (algo/turn_credit.py, ``algo.turn_credit``, off by default): turn-level rewards
+(malformed calls, an episode that ended without an answer) whose return from turn t on is baselined
+by the same turn of the other group episodes, so nothing chosen at turn t or later enters the baseline
+(docs/ALGORITHMS.md, "Per-turn credit").
 """
 
 from __future__ import annotations

@@ -108,7 +108,8 @@ def ppo_clip_loss(
 
     Args:
         log_ratio: [B, T] log(pi_theta / pi_old), e.g. from RATIOS.
-        advantages: broadcastable to [B, T]; a [B] tensor is taken as one advantage per sequence.
+        advantages: broadcastable to [B, T]; a [B] tensor is taken as one advantage per sequence, a
+            [B, T] one gives each token its own (per-turn credit: Batch.token_advantages).
         mask: [B, T] 1.0 on policy tokens.
         clip_low, clip_high: asymmetric clip range (DAPO "clip-higher": e.g. 0.2 and 0.28).
         dual_clip: c > 1 or None. For A < 0 the loss is capped at -c * A (Ye et al. 2020; verl's

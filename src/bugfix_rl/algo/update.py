@@ -82,7 +82,7 @@ def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None
     mask = mb.mask
     weights = weights[:, : mask.shape[1]]  # the micro-batch is trimmed to its own longest row
     log_ratio = RATIOS[algo.ratio_level](out.logp, mb.old_logp, mask)
-    per_token, stats = ppo_clip_loss(log_ratio, mb.advantages, mask, algo.clip_low, algo.clip_high,
+    per_token, stats = ppo_clip_loss(log_ratio, mb.token_advantages(), mask, algo.clip_low, algo.clip_high,
                                      algo.dual_clip)
     if is_weights is not None:
         per_token = per_token * is_weights[:, : mask.shape[1]]
@@ -107,10 +107,13 @@ def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None
 
 
 def zero_advantage_split(mb: Batch, algo) -> list[tuple[torch.Tensor | slice, bool]]:
-    """(rows, needs backward) parts of a micro-batch. Rows with advantage 0 have loss and gradient
-    exactly 0 when no KL or entropy term applies to them, so they skip the backward (a no-grad pass
-    still measures their statistics); the minibatch's aggregation weights still count their tokens."""
-    idle = mb.advantages == 0
+    """(rows, needs backward) parts of a micro-batch. Rows with advantage 0 (at every token, the turn
+    term included) have loss and gradient exactly 0 when no KL or entropy term applies to them, so they
+    skip the backward (a no-grad pass still measures their statistics); the minibatch's aggregation
+    weights still count their tokens."""
+    idle = mb.advantages == 0  # [B]
+    if mb.turn_advantages is not None:
+        idle &= (mb.turn_advantages == 0).all(1)
     if algo.entropy_coef > 0 or (algo.kl_coef > 0 and not algo.kl_in_reward) or not idle.any():
         return [(slice(None), True)]
     return [(index, backward) for index, backward in (((~idle).nonzero().squeeze(1), True),

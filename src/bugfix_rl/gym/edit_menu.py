@@ -66,6 +66,11 @@ class EpisodeInfo:
         return len(self.actions)
 
     @property
+    def turn_malformed(self) -> list[int]:
+        """Malformed calls per turn (0 or 1: a turn is one action); algo.turn_credit reads it."""
+        return [int(action == "malformed") for action in self.actions]
+
+    @property
     def exploit(self) -> bool:
         return "hardcode_tests" in self.ops
 

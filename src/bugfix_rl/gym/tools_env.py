@@ -150,6 +150,7 @@ class ToolsEpisodeInfo:
     over_budget: int = 0  # sandbox runs cut short or not started: their step's step_budget_s was spent
     edits_copied: int = 0  # Edit calls whose old_string lines all appeared in an earlier observation
     turns: int = 0
+    turn_malformed: list[int] = field(default_factory=list)  # per turn: its malformed calls (algo.turn_credit reads it)
     submitted_final_answer: bool = False  # a turn without calls ended the episode (action 'answer')
     hidden_pass: bool = False
     hidden_frac: float = 0.0  # fraction of hidden tests passing
@@ -366,6 +367,7 @@ class ToolsEnv:
         assert not self.done, "step() after the episode ended"
         info = self.info
         info.turns += 1
+        info.turn_malformed.append(0)
         grades = not calls or info.turns >= self.config.max_turns  # this turn ends the episode
         self._run_budget_s = self.config.step_budget_s / (2 if grades else 1)  # grading gets the other half
         self._run_deadline = time.monotonic() + self._run_budget_s
@@ -379,6 +381,7 @@ class ToolsEnv:
             self._note_authored(call)
             if isinstance(call, Malformed):
                 info.malformed += 1
+                info.turn_malformed[-1] += 1
                 info.malformed_reasons[call.reason] += 1
                 info.actions.append(f"malformed:{call.reason}")
                 results.append(ToolResult("malformed", "malformed", call.detail, reason=call.reason))

@@ -42,7 +42,8 @@ class Batch:
     policy (the positions whose log-prob the loss uses); old_logp: [B, T-1] sampler log-probs at the
     same positions (0 elsewhere); rewards: [B]; groups: [B] long group index; advantages: [B] (filled
     by the advantage stage; zeros until then); pad_id: the id right padding uses (a chat model's pad
-    token may also occur inside an episode, so trimming never cuts a policy token).
+    token may also occur inside an episode, so trimming never cuts a policy token); turn_advantages:
+    [B, T-1] per-token term added to `advantages` (algo.turn_credit; 0 off the mask), None when off.
     """
 
     ids: torch.Tensor
@@ -52,6 +53,7 @@ class Batch:
     groups: torch.Tensor
     advantages: torch.Tensor
     pad_id: int = 0
+    turn_advantages: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.ids.shape[0]
@@ -59,8 +61,16 @@ class Batch:
     def rows(self, index: torch.Tensor | slice) -> "Batch":
         """A sub-batch of rows, trimmed to its own longest sequence."""
         sub = Batch(*(t[index] for t in (self.ids, self.mask, self.old_logp, self.rewards, self.groups,
-                                          self.advantages)), pad_id=self.pad_id)
+                                          self.advantages)), pad_id=self.pad_id,
+                    turn_advantages=None if self.turn_advantages is None else self.turn_advantages[index])
         return sub.trimmed()
+
+    def token_advantages(self) -> torch.Tensor:
+        """What the loss weighs the policy tokens by: advantages [B] (one per sequence), or with turn
+        credit advantages[:, None] + turn_advantages [B, T-1]."""
+        if self.turn_advantages is None:
+            return self.advantages
+        return self.advantages[:, None] + self.turn_advantages
 
     def lengths(self) -> torch.Tensor:
         """[B] each row's length: through its last non-pad token or its last policy token, at least 1."""
@@ -73,8 +83,9 @@ class Batch:
         if not len(self):
             return self
         length = int(self.lengths().max())
+        turn = None if self.turn_advantages is None else self.turn_advantages[:, : length - 1]
         return Batch(self.ids[:, :length], self.mask[:, : length - 1], self.old_logp[:, : length - 1],
-                     self.rewards, self.groups, self.advantages, self.pad_id)
+                     self.rewards, self.groups, self.advantages, self.pad_id, turn)
 
 
 def collate(trajectories: list[Trajectory], pad_id: int = 0) -> Batch:
