@@ -17,6 +17,7 @@ from bugfix_rl.sandbox.probes import (
     special_cases_public_inputs,
 )
 from bugfix_rl.sandbox.sandbox import RunResult
+from sandboxes import live_processes_of
 
 SHARE = "def share(amount, people):\n    return amount // people\n"
 SHARE_FIXED = "def share(amount, people):\n    if people == 0:\n        return 0\n    return amount // people\n"
@@ -108,27 +109,13 @@ def test_a_job_dies_with_its_server():
         with ThreadPoolExecutor(1) as pool:
             running = pool.submit(box.run_tests, {"x.py": "import time\ntime.sleep(30)\n"}, "python x.py")
             deadline = time.monotonic() + 5
-            while not _processes_of(uid) and time.monotonic() < deadline:
+            while not live_processes_of([uid]) and time.monotonic() < deadline:
                 time.sleep(0.02)
-            assert _processes_of(uid), "the job never started"
+            assert live_processes_of([uid]), "the job never started"
             os.kill(box._workers[0].process.pid, signal.SIGKILL)
             assert running.result(timeout=10).status == "sandbox_error"
         time.sleep(0.2)
-        assert _processes_of(uid) == []
-
-
-def _processes_of(uid: int) -> list[int]:
-    """Live processes of `uid`; zombies (dead, waiting for whoever adopted them) do not count."""
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/status") as handle:
-                fields = dict(line.split(":", 1) for line in handle if ":" in line)
-        except OSError:
-            continue
-        if fields["Uid"].split()[0] == str(uid) and not fields["State"].strip().startswith("Z"):
-            found.append(int(entry))
-    return found
+        assert live_processes_of([uid]) == []
 
 
 # ---- test runs

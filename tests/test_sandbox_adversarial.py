@@ -20,6 +20,7 @@ import pytest
 from bugfix_rl.sandbox import Sandbox, SandboxConfig, grade
 from bugfix_rl.sandbox import runner as runner_module
 from bugfix_rl.sandbox.probes import collection_crashed, forged_output
+from sandboxes import live_processes_of
 
 # The gym's minmax/clamp task: the bug passes 1 of the 3 public tests, and no exception is raised,
 # so swallowing exceptions cannot turn it into a fix.
@@ -259,19 +260,6 @@ def _nothing_arrived(tcp, udp) -> bool:
     return True
 
 
-def _sandbox_processes(uids) -> list[int]:
-    alive = []
-    for entry in os.listdir("/proc"):
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-        except OSError:
-            continue
-        uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
-        if int(uid_line.split()[1]) in uids:
-            alive.append(int(entry))
-    return alive
-
-
 def _leftover_run_dirs(sandbox) -> list[str]:
     found = []
     for worker in sandbox._workers:
@@ -331,7 +319,7 @@ def test_payload_is_contained(sandbox, outside, listeners, payload, placement):
     assert _nothing_arrived(tcp, udp), "network traffic reached the host"
     assert sorted(os.listdir(outside)) == ["secret.txt"], "wrote outside the run dir"
     assert not os.path.exists("/tmp/big.bin")
-    assert _sandbox_processes(set(sandbox.uids)) == [], "a process survived the job"
+    assert live_processes_of(sandbox.uids) == [], "a process survived the job"
     assert [w.process.pid for w in sandbox._workers] == server_pids, "a server died"
     assert _leftover_run_dirs(sandbox) == [], "run dir not removed"
     assert files == snapshot, "caller's files changed"
