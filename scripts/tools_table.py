@@ -16,7 +16,8 @@ from pathlib import Path
 
 from bugfix_rl.report_run import TOOL_TABLE_ROWS, tool_value
 
-# ../shared/seeds/002: Qwen3-0.6B tools lab, held-out 10 tasks x 8, before -> after 18 GRPO steps
+# The book's Qwen3-0.6B tools lab (its real-model labs page; README, "The book"): held-out 10 tasks x 8,
+# before -> after 18 GRPO steps
 BOOK = {"pass@1": ("0.100 [0.025, 0.212]", "0.488 [0.237, 0.750]"), "failed": ("0.85", "0.21"),
         "malformed": ("0.09", "0"), "calls_Bash": ("0.07", "0")}
 
