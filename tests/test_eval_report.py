@@ -203,7 +203,7 @@ def test_a_run_with_shapes_n_writes_the_shapes_evaluation_everywhere(sweep):
     assert kept["shapes"] == [diff["diff"], *diff["ci"]]
     heldout_gain = result["heldout_paired_diff"]["diff"]
     assert kept["share"] == (pytest.approx(diff["diff"] / heldout_gain) if heldout_gain > 0 else None)
-    for name in ("shapes_base.txt", "shapes_final.txt"):  # one decoded episode per task
+    for name in ("shapes_base.txt", "shapes_chosen.txt"):  # one decoded episode per task
         headers = [line for line in (run / "transcripts" / name).read_text().splitlines() if line.startswith("## ")]
         assert [line.split()[1] for line in headers] == result["shapes"]["tasks_names"]
     summary = (run / "summary.md").read_text()

@@ -79,7 +79,7 @@ def test_the_book_lab_runs_two_steps_and_saves_what_the_book_saved(tiny_qwen_dir
         ["read", "edit", "test", "submit"] if lab == "qwen_menu" else ["Read", "Edit", "Write", "Bash"])
     assert (run["resource_limits"] is not None) == (lab == "qwen_tools")
     transcripts = tmp_path / "transcripts"
-    for name, count in (("heldout_base.txt", 10), ("heldout_final.txt", 10), ("train_step0.txt", 20)):
+    for name, count in (("heldout_base.txt", 10), ("heldout_chosen.txt", 10), ("train_step0.txt", 20)):
         assert (transcripts / name).read_text().count("\n## ") + 1 == count, name
     assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 2
 

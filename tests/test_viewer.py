@@ -72,8 +72,8 @@ def test_the_run_page_shows_held_out_and_shapes_beside_each_other(tmp_path):
     result["shapes_gain_kept"] = gain_kept(result["heldout_paired_diff"], result["shapes_paired_diff"])
     page = run_page(tmp_path, result, {}, tokenizer=None)
     assert page.index("<h2>Held-out</h2>") < page.index("<h2>Shapes</h2>")
-    assert "final policy 0.750 [" in page and "start 0.250 [" in page and "all 50 shapes tasks x 4" in page
-    assert "final - start, paired over tasks: +0.500 [" in page
+    assert "chosen checkpoint 0.750 [" in page and "start 0.250 [" in page and "all 50 shapes tasks x 4" in page
+    assert "chosen - start, paired over tasks: +0.500 [" in page
     assert "shapes gain / held-out gain: 1.00" in page  # +0.500 on shapes over +0.500 held-out
     without = run_page(tmp_path, {k: v for k, v in result.items() if not k.startswith("shapes")}, {}, tokenizer=None)
     assert "<h2>Held-out</h2>" in without and "Shapes" not in without

@@ -222,9 +222,9 @@ class EvalConfig:
     val_seed: int = 3  # validation generator (its own: never touches the training stream)
     test_seed: int = 4
     test: bool = True  # evaluate base and chosen checkpoint on the test tasks at the end
-    heldout_n: int = 0  # >0: also evaluate the final policy on all 10 held-out tasks
+    heldout_n: int = 0  # >0: also evaluate the chosen checkpoint (and the start) on all 10 held-out tasks
     heldout_seed_offset: int = 100  # held-out generator seed = offset + run seed (arms share it)
-    shapes_n: int = 0  # >0: also evaluate the start and final policy on the 50 `shapes` tasks (unseen templates)
+    shapes_n: int = 0  # >0: also evaluate the start and the chosen checkpoint on the 50 `shapes` tasks (unseen templates)
     shapes_seed_offset: int = 200  # shapes generator seed = offset + run seed (its own: no other stream moves)
 
 

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from bugfix_rl.dashboard import ASYNC_KEYS, CONSOLE_KEYS
 from bugfix_rl.progress import bar_columns
-from bugfix_rl.report_run import gain_kept_lines, start_final_lines
+from bugfix_rl.report_run import gain_kept_lines, start_chosen_lines
 
 
 def _fmt(value) -> str:
@@ -92,9 +92,9 @@ class TrainConsole:
             d = test["paired_diff"]
             self.print(f"chosen - base, paired over {d['tasks']} test tasks: {d['diff']:+.3f}"
                        f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]")
-        for split in ("heldout", "shapes"):  # the final policy and the start on all tasks of the split
+        for split in ("heldout", "shapes"):  # the chosen checkpoint and the start on all tasks of the split
             if split in result:
-                for line in start_final_lines(result, split, self.cfg.seed):
+                for line in start_chosen_lines(result, split, self.cfg.seed):
                     self.print(line)
         for line in gain_kept_lines(result):
             self.print(line)

@@ -1,5 +1,5 @@
 """summary.md of one run: the config line, checkpoint table, test report, and the dashboard figure;
-and the start-vs-final lines of the held-out and `shapes` evaluations that the console prints too."""
+and the start-vs-chosen lines of the held-out and `shapes` evaluations that the console prints too."""
 
 from __future__ import annotations
 
@@ -39,14 +39,14 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
                   f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] (one seed; the interval, t + MOVER hull, is over tasks, not seeds).",
                   "", "![pass@k of base and chosen](pass_at_k.png)"]
     if "heldout" in result:
-        lines += ["", f"Held-out (all 10 tasks, final policy): pass@1 {_rate(result['heldout'])}"
+        lines += ["", f"Held-out (all 10 tasks, chosen checkpoint): pass@1 {_rate(result['heldout'])}"
                   f" per task {result['heldout']['per_task']} (of {result['heldout']['n']})."]
         if "behaviour" in result["heldout"] and "behaviour" in result.get("heldout_base", {}):
             lines += ["", *tool_table(result["heldout_base"], result["heldout"])]
     if "shapes" in result:
         lines += ["", "## Shapes (function shapes held out from training)", "",
-                  *start_final_lines(result, "shapes", cfg["seed"]), *gain_kept_lines(result), "",
-                  f"Final policy per task: {result['shapes']['per_task']} (of {result['shapes']['n']})."]
+                  *start_chosen_lines(result, "shapes", cfg["seed"]), *gain_kept_lines(result), "",
+                  f"Chosen checkpoint per task: {result['shapes']['per_task']} (of {result['shapes']['n']})."]
     train = result["train"]
     lines += ["", f"Late training reward (last 5 steps): {train['late_reward']:.3f}; exploit use at the end:"
               f" {train['late_exploit']:.2f}; final entropy {train['final_entropy']:.3f} nats;"
@@ -59,14 +59,14 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
 SPLIT_LABELS = {"heldout": "held-out", "shapes": "shapes"}  # eval.json key -> printed name
 
 
-def start_final_lines(result: dict, split: str, seed: int) -> list[str]:
-    """Two lines for a start-vs-final split of eval.json ('heldout' or 'shapes'): both pass@1 with their
-    Wilson intervals, task and episode counts and the run's seed; then final - start paired over tasks."""
-    final, start, d = result[split], result[f"{split}_base"], result[f"{split}_paired_diff"]
+def start_chosen_lines(result: dict, split: str, seed: int) -> list[str]:
+    """Two lines for a start-vs-chosen split of eval.json ('heldout' or 'shapes'): both pass@1 with their
+    Wilson intervals, task and episode counts and the run's seed; then chosen - start paired over tasks."""
+    chosen, start, d = result[split], result[f"{split}_base"], result[f"{split}_paired_diff"]
     label = SPLIT_LABELS[split]
-    return [f"{label} pass@1: final {_rate(final)}, start {_rate(start)}"
-            f" ({final['tasks']} tasks x {final['n']} episodes, seed {seed})",
-            f"final - start, paired over {d['tasks']} {label} tasks: {d['diff']:+.3f}"
+    return [f"{label} pass@1: chosen {_rate(chosen)}, start {_rate(start)}"
+            f" ({chosen['tasks']} tasks x {chosen['n']} episodes, seed {seed})",
+            f"chosen - start, paired over {d['tasks']} {label} tasks: {d['diff']:+.3f}"
             f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] (one seed; t + MOVER hull, over tasks)"]
 
 

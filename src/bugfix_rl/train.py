@@ -424,8 +424,8 @@ def last_saved(state: RunState) -> Path | None:
 
 def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
                progress: PhaseProgress | None = None) -> dict:
-    """Choose the checkpoint on validation, evaluate base and chosen on test once (and the final policy
-    and the base on the held-out and the `shapes` tasks), write the reports. `progress` shows the evaluations."""
+    """Choose the checkpoint on validation, evaluate base and chosen on test once (and on the
+    held-out and the `shapes` tasks), write the reports. `progress` shows the evaluations."""
     from bugfix_rl.report_run import write_summary
 
     progress = progress or PhaseProgress(bars=False, lines=False)
@@ -433,9 +433,9 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
     if cfg.eval.test:
         evaluations.append(f"test (base and chosen, {len(make_tasks('test'))} tasks x {cfg.eval.n_test})")
     if cfg.eval.heldout_n > 0:
-        evaluations.append(f"held-out (base and final, {len(make_tasks('heldout'))} tasks x {cfg.eval.heldout_n})")
+        evaluations.append(f"held-out (base and chosen, {len(make_tasks('heldout'))} tasks x {cfg.eval.heldout_n})")
     if cfg.eval.shapes_n > 0:
-        evaluations.append(f"shapes (base and final, {len(make_tasks('shapes'))} tasks x {cfg.eval.shapes_n})")
+        evaluations.append(f"shapes (base and chosen, {len(make_tasks('shapes'))} tasks x {cfg.eval.shapes_n})")
     if evaluations:
         with progress.phase("final evaluation: " + ", ".join(evaluations), done="final evaluation done"), \
                 progress.stage("policies evaluated", 2 * len(evaluations)) as advance:
@@ -491,19 +491,15 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
         plot_pass_at_k({name: test[name]["pass_at_k_curve"] for name in ("base", "chosen")},
                        run_dir / "pass_at_k.png", title=f"test pass@k, {len(test['base']['per_task'])} tasks x {n}")
         result["test"] = test
-    final_step = max(state.checkpoints)
-    final_policy = None
     # (split, episodes per task, generator seed, viewer label): each its own seeded stream, after the test's
     for split, n, seed, label in (("heldout", cfg.eval.heldout_n, cfg.eval.heldout_seed_offset + cfg.seed, "held-out"),
                                   ("shapes", cfg.eval.shapes_n, cfg.eval.shapes_seed_offset + cfg.seed, "shapes")):
         if n <= 0:
             continue
-        if final_policy is None:
-            final_policy = build_policy(cfg.policy, tokenizer, init=str(state.checkpoints[final_step]))
-        final_sampled, base_sampled = [], []
-        result[split] = evaluate_with_transcripts(final_policy, tokenizer, make_env, split, n, seed, temperature,
-                                                  run_dir / "transcripts" / f"{split}_final.txt", final_sampled)
-        advance(f"{label} final")
+        chosen_sampled, base_sampled = [], []  # the chosen checkpoint, as on the test split
+        result[split] = evaluate_with_transcripts(chosen, tokenizer, make_env, split, n, seed, temperature,
+                                                  run_dir / "transcripts" / f"{split}_chosen.txt", chosen_sampled)
+        advance(f"{label} chosen")
         # the run's starting policy on the same tasks and stream: before vs after, paired over tasks
         result[f"{split}_base"] = evaluate_with_transcripts(base, tokenizer, make_env, split, n, seed, temperature,
                                                             run_dir / "transcripts" / f"{split}_base.txt", base_sampled)
@@ -513,7 +509,7 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
         if not episodes:  # the viewer shows the test episodes when there are any, else held-out, else shapes
             names = result[split]["tasks_names"]
             episodes[f"{label}, RL base"] = pick_episodes(base_sampled, names, n)
-            episodes[f"{label}, final (step {final_step})"] = pick_episodes(final_sampled, names, n)
+            episodes[f"{label}, chosen (step {chosen_step})"] = pick_episodes(chosen_sampled, names, n)
     if "heldout" in result and "shapes" in result:
         result["shapes_gain_kept"] = gain_kept(result["heldout_paired_diff"], result["shapes_paired_diff"])
     return result, episodes

@@ -147,13 +147,13 @@ def run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) 
         out.append(f"</table><p>chosen - base, paired over tasks: {d['diff']:+.3f} [{d['ci'][0]:+.3f},"
                    f" {d['ci'][1]:+.3f}]</p>")
     if "heldout" in result:
-        out.append(f"<h2>Held-out</h2><p>final policy {_rate(result['heldout'])}; start"
+        out.append(f"<h2>Held-out</h2><p>chosen checkpoint {_rate(result['heldout'])}; start"
                    f" {_rate(result['heldout_base'])} (all held-out tasks).</p>")
     if "shapes" in result:
         d, shapes = result["shapes_paired_diff"], result["shapes"]
-        out.append(f"<h2>Shapes</h2><p id='shapes'>final policy {_rate(shapes)}; start {_rate(result['shapes_base'])}"
+        out.append(f"<h2>Shapes</h2><p id='shapes'>chosen checkpoint {_rate(shapes)}; start {_rate(result['shapes_base'])}"
                    f" (all {shapes['tasks']} shapes tasks x {shapes['n']}: function shapes held out from training);"
-                   f" final - start, paired over tasks: {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}].</p>")
+                   f" chosen - start, paired over tasks: {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}].</p>")
         out += [f"<p>{_e(line)}</p>" for line in gain_kept_lines(result)]
     out.append("<h2>Episodes</h2>")
     if not episodes:

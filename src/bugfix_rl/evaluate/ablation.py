@@ -303,14 +303,14 @@ def shapes_table(report: Report) -> tuple[list[str], list[list[str]]]:
 
 def describe_shapes(report: Report) -> str:
     shapes = report.runs[0]
-    return (f"Shapes: pass@1 on {len(shapes.tasks['shapes'])} `shapes` tasks (eval.json 'shapes', final policy;"
+    return (f"Shapes: pass@1 on {len(shapes.tasks['shapes'])} `shapes` tasks (eval.json 'shapes', chosen checkpoint;"
             f" built from function templates that training never draws), {shapes.episodes['shapes']} episodes per"
             f" task per run; the same seeds-and-tasks interval and MDE as above. The held-out table stays the"
             f" report's score; this one compares the arms on function shapes no arm trained on.")
 
 
 def describe(report: Report) -> str:
-    score = ("held-out tasks (eval.json 'heldout', final policy)" if report.source == "heldout"
+    score = ("held-out tasks (eval.json 'heldout', chosen checkpoint)" if report.source == "heldout"
              else "test tasks (eval.json 'test', chosen checkpoint)")
     return (f"{len(report.runs)} runs, {len(report.rows)} arms; score: pass@1 on {report.tasks} {score},"
             f" {report.episodes} episodes per task per run. The interval vs the reference is a t-interval whose"

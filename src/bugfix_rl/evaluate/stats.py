@@ -239,10 +239,10 @@ def paired_summary(a_counts: Sequence[int], b_counts: Sequence[int], n: int) -> 
 
 
 def gain_kept(heldout_diff: dict, shapes_diff: dict) -> dict:
-    """The share of a run's held-out gain (final - start) that it keeps on the `shapes` tasks.
+    """The share of a run's held-out gain (chosen - start) that it keeps on the `shapes` tasks.
 
     Args:
-        heldout_diff, shapes_diff: paired_summary outputs (final - start on each split).
+        heldout_diff, shapes_diff: paired_summary outputs (chosen - start on each split).
 
     Returns:
         {"share": shapes gain / held-out gain, None unless the held-out gain is > 0 (a share of a loss
