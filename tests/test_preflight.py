@@ -299,6 +299,36 @@ def test_preflight_command_passes_in_process_with_staleness(tmp_path, capsys):
     assert "all 11 checks hold" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_pool_checks_run_the_kl_term_on_the_worker_and_async_paths(first, workers):
+    """With a KL term in the loss (algo=grpo_kl) the pool's update needs a reference: it used to get None
+    and end in a TypeError. The update takes make_reference's model, and it is used."""
+    from bugfix_rl.rollout.pool import InlinePool, ShardedLocalPool
+
+    pool = (ShardedLocalPool(first.model, first.tokenizer, first.make_env, workers) if workers
+            else InlinePool(first.model, first.tokenizer, first.make_env))
+    algo = dataclasses.replace(first.cfg.algo, kl_coef=0.04, kl_kind="k3", tis_cap=2.0)
+    pool.set_weights(first.model, 0)
+    trajectories, batch = first_batch(first.model, first.tokenizer, first.make_env, algo, seed=0, pool=pool)
+    references = []
+
+    def reference(learner):
+        references.append(preflight.frozen_reference(learner))
+        return references[-1]
+
+    checks = preflight.check_pool(pool, first.model, trajectories, batch, algo, first.tokenizer, 1,
+                                  make_reference=reference)
+    assert set(checks) == {PUBLISHED, STALE} and all(c["ok"] for c in checks.values()), checks
+    assert len(references) == 1
+
+
+def test_preflight_command_passes_on_local_workers_with_a_kl_term(tmp_path, capsys):
+    cli.main(["preflight", "algo=grpo_kl", "rollout.workers=2", "rollout.engine=local", "threads=1",
+              f"hydra.run.dir={tmp_path}"])  # returns normally: exit code 0
+    out = capsys.readouterr().out
+    assert "checks hold" in out and PUBLISHED in out
+
+
 def test_pool_that_never_publishes_new_weights_fails(first):
     from bugfix_rl.rollout.pool import ShardedLocalPool
 

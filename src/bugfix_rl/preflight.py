@@ -121,6 +121,12 @@ def _ratio_before_any_step(model, batch: Batch, algo, update_fn: Callable, refer
     return max(metrics["approx_kl"], metrics["clip_frac"])
 
 
+def with_kl_term(algo):
+    """`algo` with a KL-to-reference term in the loss (kl_coef 0.1), so an update always has a reference
+    to measure and to need; an algo that is not a dataclass (a test's stand-in) as it is."""
+    return dataclasses.replace(algo, kl_coef=0.1, kl_in_reward=False) if dataclasses.is_dataclass(algo) else algo
+
+
 def frozen_reference(model):
     """The KL reference: a frozen copy of the policy as it is now (never the learner itself)."""
     return copy.deepcopy(model).eval()
@@ -140,7 +146,7 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
 
     update_fn = update_fn or update_module.policy_update
     checks = {}
-    algo_kl = dataclasses.replace(algo, kl_coef=0.1, kl_in_reward=False) if dataclasses.is_dataclass(algo) else algo
+    algo_kl = with_kl_term(algo)
     # 1. the mask is exactly the policy's tokens, aligned with ids[:, 1:]
     mismatches = 0
     policy_mask = getattr(model, "structural_policy_mask", None)  # a chat model knows its own turn structure
@@ -247,8 +253,11 @@ def with_constructed_rewards(model, trajectories: list[Trajectory], algo, pad_id
 
 
 def check_pool(pool, model, trajectories: list[Trajectory], batch: Batch, algo, tokenizer, max_staleness: int,
-               seed: int = 0, update_fn: Callable = policy_update) -> dict[str, dict]:
-    """The rollout path's two checks, after one real update of a copy of the policy (the learner):
+               seed: int = 0, update_fn: Callable = policy_update,
+               make_reference: Callable = frozen_reference) -> dict[str, dict]:
+    """The rollout path's two checks, after one real update of a copy of the policy (the learner), with
+    a KL term in the loss as in checks 7-9 (`with_kl_term`; make_reference(learner) gives its reference),
+    so the worker and async paths run the KL-in-loss update too:
 
     - published weights = learner's: the pool, given the learner's weights as version 1, samples a
       fresh batch whose sampler log-probs the learner reproduces (< 1e-4);
@@ -262,8 +271,8 @@ def check_pool(pool, model, trajectories: list[Trajectory], batch: Batch, algo, 
 
     checks = {}
     learner = copy.deepcopy(model)
-    update_fn(learner, torch.optim.Adam(learner.parameters(), lr=algo.lr), batch, algo,
-              torch.Generator().manual_seed(0), None)
+    update_fn(learner, torch.optim.Adam(learner.parameters(), lr=algo.lr), batch, with_kl_term(algo),
+              torch.Generator().manual_seed(0), make_reference(learner))
     pool.set_weights(learner, 1)
     tasks = make_tasks("train")[: algo.prompts_per_step]
     fresh = collate(pool.result(pool.submit(tasks, algo.group_size, algo.temperature,
