@@ -221,8 +221,13 @@ def test_report_without_runs_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_report_unknown_reference_names_the_arms(sweep, capsys):
-    err = one_line_error(capsys, ["report", f"dir={sweep}"])  # reference defaults to 'default'
+    err = one_line_error(capsys, ["report", f"dir={sweep}", "reference=default"])
     assert "reference arm 'default'" in err and "a, b" in err
+
+
+def test_report_without_a_default_arm_compares_with_the_first_arm(sweep):
+    """reference not given and no arm named `default` (a sweep over a plain key): the first arm by name."""
+    assert build_report(sweep, "").reference == "a"
 
 
 def _fake_run(root: Path, arm: str, seed: int, per_task: list[int], n: int, heldout: bool,

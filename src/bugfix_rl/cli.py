@@ -107,6 +107,17 @@ def _plain_overrides(args: list[str]) -> list[str]:
     return plain
 
 
+LABEL_KEYS = ("arm=", "reference=")  # their values may be a sweep's arm, `env.reward=hidden` (sweeps.py)
+
+
+def quote_labels(args: list[str]) -> list[str]:
+    """`reference=env.reward=hidden` as Hydra can parse it (`reference='env.reward=hidden'`): an arm
+    label holds `=` and `,`, which Hydra reads as syntax unless the value is quoted."""
+    return [f"{arg.split('=', 1)[0]}='{arg.split('=', 1)[1]}'"
+            if arg.startswith(LABEL_KEYS) and "=" in arg.split("=", 1)[1] and arg.split("=", 1)[1][:1] not in "'\"$"
+            else arg for arg in args]
+
+
 def check_overrides(command: str, args: list[str]) -> None:
     """Validate Hydra overrides against the schema and the config groups (raises UserError)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -208,11 +219,14 @@ def _guarded(fn):
     return wrapper
 
 
-def _resume_command(checkpoint: Path) -> str:
-    """The command that continues this run from `checkpoint`: the same overrides (so the same config)."""
+def _resume_command(checkpoint: Path, arm: str) -> str:
+    """The command that continues this run from `checkpoint`: the same overrides (so the same config);
+    a sweep's arm label (sweeps.py) as the value it resolved to."""
     from hydra.core.hydra_config import HydraConfig
 
     overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("resume=")]
+    if any(o.startswith(("arm=${", "arm='${")) for o in overrides):
+        overrides = [o for o in overrides if not o.startswith("arm=")] + [f"arm='{arm}'"]
     return shlex.join(["bugfix-rl", "train", *overrides, f"resume={checkpoint}"])
 
 
@@ -232,7 +246,7 @@ def _train(cfg):
         if err.checkpoint is None:
             print(f"{err}, before the first checkpoint: nothing to resume ({run_dir})", file=sys.stderr)
         else:
-            print(f"{err}; last checkpoint {err.checkpoint}; resume with: {_resume_command(err.checkpoint)}",
+            print(f"{err}; last checkpoint {err.checkpoint}; resume with: {_resume_command(err.checkpoint, cfg.arm)}",
                   file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None
     print_outcome(result, run_dir)
@@ -327,7 +341,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(EXIT_BAD_INPUT)
         print(usage())
         return
-    command, rest = argv[0], argv[1:]
+    command, rest = argv[0], quote_labels(argv[1:])
     if {"-h", "--help"} & set(rest):  # Hydra prints the rest (conf/hydra/help/)
         print(f"usage: bugfix-rl {command} [key=value ...] [-m]\n{COMMANDS[command]}\n")
     from bugfix_rl.config import register_configs
@@ -339,6 +353,12 @@ def main(argv: list[str] | None = None) -> None:
         check_overrides(command, rest)
         if flags <= {"-m", "--multirun"}:  # --help, --cfg and other Hydra flags are left to Hydra
             check_composed(config_name, rest, multirun=bool(flags))
+        if command == "train" and flags & {"-m", "--multirun"}:
+            from hydra.core.override_parser.overrides_parser import OverridesParser
+
+            from bugfix_rl.sweeps import arm_overrides
+
+            rest = arm_overrides(OverridesParser.create().parse_overrides(_plain_overrides(rest))) + rest
     except UserError as err:
         fail(str(err))
     import hydra

@@ -353,7 +353,7 @@ class ReportConfig:
     """`bugfix-rl report`."""
 
     dir: str = MISSING
-    reference: str = "default"  # the arm others are compared with
+    reference: str = ""  # the arm others are compared with; "" = `default` if a run has it, else the first by name
 
 
 @dataclass
@@ -376,7 +376,7 @@ class PlanConfig:
     """`bugfix-rl plan`: seeds x tasks x episodes for a comparison, a sweep's detectable effect, GPU-hours."""
 
     dir: str = ""  # a pilot sweep (report's layout): its variances, and the MDE of each comparison in it
-    reference: str = "default"  # the pilot's reference arm
+    reference: str = ""  # the pilot's reference arm ("" as report's: `default`, else the first by name)
     seed_sd: float = 0.0  # without dir: sd of one arm's mean over seeds
     task_diff_sd: float = 0.0  # without dir: sd over tasks of a paired per-task difference
     test: str = "t"  # t (noncentral t) | z (normal; the book's table)
@@ -556,8 +556,12 @@ def resumed_tag(resume) -> str:
 def register_configs() -> None:
     from omegaconf import OmegaConf
 
+    from bugfix_rl.sweeps import arm_label
+
     if not OmegaConf.has_resolver("resumed_tag"):
         OmegaConf.register_new_resolver("resumed_tag", resumed_tag)
+    if not OmegaConf.has_resolver("arm_label"):  # a sweep's arm names (sweeps.py)
+        OmegaConf.register_new_resolver("arm_label", arm_label)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="eval_schema", node=EvalCommandConfig)

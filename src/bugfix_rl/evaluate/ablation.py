@@ -137,6 +137,14 @@ def group_runs(runs: list[Run], source: str) -> tuple[dict[str, dict[int, Run]],
     return arms, notes
 
 
+def choose_reference(arms, reference: str) -> str:
+    """`reference` as given; "" (not given): the arm `default` if there is one, else the first arm by
+    name (a sweep over a plain key has arms such as `env.reward=hidden`, `env.reward=mixed`)."""
+    if reference:
+        return reference
+    return "default" if "default" in arms else sorted(arms)[0]
+
+
 def ablation_rows(arms: dict[str, dict[int, Run]], source: str, reference: str) -> list[ArmRow]:
     """The reference arm first, then the others by name; each with its paired difference."""
     if reference not in arms:
@@ -250,6 +258,7 @@ def build_report(root: str | Path, reference: str) -> Report:
     source = choose_source(runs)
     arms, notes = group_runs(runs, source)
     notes = list(notes) + unfinished_runs(root)
+    reference = choose_reference(arms, reference)
     rows = ablation_rows(arms, source, reference)
     kept = [run for by_seed in arms.values() for run in by_seed.values()]
     episodes = kept[0].episodes[source]

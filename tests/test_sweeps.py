@@ -1,0 +1,63 @@
+"""A sweep's runs are labelled by what the sweep varies (issue 38): `env.reward=hidden,mixed -m` gives
+the arms `env.reward=hidden` and `env.reward=mixed`, and `report` compares them (every run used to be
+arm `default`, and the report kept one run per seed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from bugfix_rl.cli import quote_labels
+from bugfix_rl.sweeps import arm_label, arm_overrides
+
+
+def _extra(*args: str) -> list[str]:
+    return arm_overrides(OverridesParser.create().parse_overrides(list(args)))
+
+
+def test_arm_label_is_the_runs_values_of_the_swept_keys():
+    assert arm_label("env.reward=mixed") == "env.reward=mixed"
+    assert arm_label("+ablation=kl,env.reward=mixed") == "kl,env.reward=mixed"
+    assert arm_label("algo.lr=0.002,algo=dapo") == "algo.lr=0.002,algo=dapo"
+    assert arm_label("policy.init=/tmp/a/sft.safetensors") == "policy.init=_tmp_a_sft.safetensors"  # one folder
+
+
+@pytest.mark.parametrize("args", [("seed=0,1",), ("+ablation=default,kl", "seed=0,1"), ("arm=a,b", "env.reward=hidden,mixed"),
+                                  ("env.reward=mixed",)])
+def test_no_arm_override_where_the_arm_is_named_already_or_nothing_varies(args):
+    assert _extra(*args) == []
+
+
+def test_a_plain_key_sweep_names_its_arms_from_the_swept_keys_only():
+    extra = _extra("+exp=smoke", "env.reward=hidden,mixed", "seed=0,1", "steps=1")
+    assert extra == ["hydra.job.config.override_dirname.exclude_keys=[arm,exp,seed,steps]",
+                     "arm='${arm_label:${hydra:job.override_dirname}}'"]
+
+
+def test_an_arm_with_equals_signs_can_be_passed_back():
+    assert quote_labels(["reference=env.reward=hidden", "dir=x", "arm=a", "arm='x=y'"]) == [
+        "reference='env.reward=hidden'", "dir=x", "arm=a", "arm='x=y'"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bugfix_rl.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_a_sweep_over_a_plain_key_reports_two_arms_named_by_it(tmp_path):
+    sweep = tmp_path / "sweep"
+    run = _cli("train", "+exp=smoke", "steps=1", "threads=1", "preflight=false", "env.reward=hidden,mixed",
+               f"hydra.sweep.dir={sweep}", "-m")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["env.reward=hidden_seed0_0",
+                                                                   "env.reward=mixed_seed0_1"]
+    report = _cli("report", f"dir={sweep}")
+    assert report.returncode == 0, report.stderr
+    assert "2 runs, 2 arms" in report.stdout and "appears twice" not in report.stdout
+    table = (sweep / "report.md").read_text()
+    assert "| env.reward=hidden |" in table and "| env.reward=mixed |" in table
+    again = _cli("report", f"dir={sweep}", "reference=env.reward=mixed")  # the other arm as reference, unquoted
+    assert again.returncode == 0, again.stderr
+    assert "vs env.reward=mixed" in (sweep / "report.md").read_text()
