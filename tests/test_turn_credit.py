@@ -149,10 +149,12 @@ def fake_trajectories(seed: int = 0) -> list[Trajectory]:
 
 
 def staged(model, algo):
+    """The advantage stage on fake_trajectories(); its metrics without the infrastructure mask's
+    (every step logs those, 0 here: tests/test_infra_mask.py)."""
     trajectories = fake_trajectories()
     batch = collate(trajectories)
     extra = advantage_stage(batch, trajectories, algo, model)
-    return batch, extra
+    return batch, {key: value for key, value in extra.items() if not key.startswith("infra_")}
 
 
 @pytest.fixture(scope="module")

@@ -54,6 +54,7 @@ class EnvConfig:
     max_calls_per_turn: int = 4  # tools env: calls executed per turn
     step_budget_s: float = 20.0  # tools env: wall clock of a step's sandbox runs (grading: 10 s a job; 20 fits a step)
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)  # tools: the sandbox's limits
+    infra_fault_rate: float = 0.0  # tools, tests only: share of gradings the sandbox answers sandbox_error without running (every grading of the run, evaluations too)
 
 
 @dataclass
@@ -198,6 +199,7 @@ class AlgoConfig:
     task_filter: bool = False  # drop tasks whose recent pass rate is 0 or 1 from the step's draw
     curriculum: bool = False  # draw tasks with weight growing as their recent pass rate falls
     turn_credit: TurnCreditConfig = field(default_factory=TurnCreditConfig)  # per-turn credit; off by default
+    mask_infra: bool = True  # episodes whose reward the infrastructure decided (env_error, grading sandbox_error) leave advantages and pass rates (algo/infra_mask.py)
 
 
 @dataclass
@@ -246,6 +248,7 @@ class StopConfig:
     min_delta: float = 0.0  # ... by more than this
     zero_adv_window: int = 0  # stop once zero_adv_frac has been above zero_adv_threshold for this many steps
     zero_adv_threshold: float = 0.7  # (the training signal is spent: most groups all-pass or all-fail)
+    max_infra_share: float = 0.5  # stop once a step's share of infrastructure-failed episodes exceeds this; 1 = never
 
 
 @dataclass
@@ -518,6 +521,10 @@ def validate(cfg) -> None:
         raise ConfigError("stop.patience, stop.zero_adv_window and stop.min_delta must be >= 0 (0 = off)")
     if not 0 <= stop.zero_adv_threshold <= 1:
         raise ConfigError(f"stop.zero_adv_threshold={stop.zero_adv_threshold} must lie in [0, 1]")
+    if not (0 <= stop.max_infra_share <= 1 and 0 <= cfg.env.infra_fault_rate <= 1):
+        raise ConfigError("stop.max_infra_share and env.infra_fault_rate must lie in [0, 1]")
+    if cfg.env.infra_fault_rate > 0 and cfg.env.name != "tools":
+        raise ConfigError("env.infra_fault_rate needs env=tools (the edit menu grades in-process, with no sandbox)")
     if stop.patience and not cfg.eval.ckpt_every:
         raise ConfigError("stop.patience counts checkpoints: set eval.ckpt_every too")
 

@@ -24,6 +24,7 @@ PANELS = {  # panel -> keys; quantities of different size never share an axis
     "gradient": ("grad_norm", "nonfinite_skips"),
     "consistency": ("logp_gap", "logp_gap_mean", "logp_gap_p99"),
     "staleness": ("staleness_mean", "staleness_max", "tis_truncated_frac"),  # drawn when a run has either
+    "infrastructure": ("infra_masked", "infra_groups_dropped"),  # drawn when a run masked any episode
 }
 LOG_PANELS = {"update size": "log", "consistency": "symlog"}
 CONSOLE_KEYS = ("reward", "reads", "tests", "entropy", "zero_adv_frac", "approx_kl", "clip_frac", "grad_norm",
@@ -53,10 +54,16 @@ def episode_diagnostics(trajectories) -> dict:
 
 
 def dashboard_row(step: int, rollouts, update_metrics: dict, extra: dict) -> dict:
-    """Everything SPEC §4 asks for at one step."""
+    """Everything SPEC §4 asks for at one step. When the advantage stage masked episodes whose reward
+    the infrastructure decided (extra's infra_masked), the outcome and behaviour means leave them out."""
+    from bugfix_rl.rollout.env_errors import infrastructure_failure
+
+    counted = rollouts.kept
+    if extra.get("infra_masked"):
+        counted = [t for t in rollouts.kept if not infrastructure_failure(t.info)]
     row = {"step": step}
-    row.update(behaviour_stats(rollouts.kept))
-    row.update(episode_diagnostics(rollouts.kept))
+    row.update(behaviour_stats(counted))
+    row.update(episode_diagnostics(counted))
     row["sampled_episodes"] = len(rollouts.sampled)
     row["sample_rounds"] = rollouts.rounds
     row.update(update_metrics)
@@ -119,14 +126,16 @@ def dashboard_figure(rows: list[dict], title: str = "", validation: dict | None 
     """The panel figure (2 rows of 4 at most): outcome, with validation pass@1 and its 95% interval at each
     checkpoint (`validation`: step -> evaluate_split result); behaviour; policy entropy and degenerate
     groups; update size (approx_kl, clip_frac, log scale); gradient norm (and skipped steps); sampler-
-    trainer consistency (symlog); staleness when the run has any (`_has_staleness`). A series that
+    trainer consistency (symlog); staleness when the run has any (`_has_staleness`); episodes masked for
+    infrastructure failures and the groups that dropped out, when any were. A series that
     lies on top of another (reward and pass_rate with hidden-test rewards) is drawn dashed with markers."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = {name: keys for name, keys in PANELS.items() if name != "staleness" or _has_staleness(rows)}
+    optional = {"staleness": _has_staleness(rows), "infrastructure": any(r.get("infra_masked") for r in rows)}
+    panels = {name: keys for name, keys in PANELS.items() if optional.get(name, True)}
     columns = 4
     fig, axes = plt.subplots(2, columns, figsize=(4.2 * columns, 7.0))
     axes = list(axes.flat)

@@ -19,7 +19,10 @@ def _edit_menu(env_cfg):
 def _tools(env_cfg):
     from bugfix_rl.gym.tools_env import make_tools_env_factory
 
-    return make_tools_env_factory(env_cfg)
+    make_env, close = make_tools_env_factory(env_cfg)
+    if env_cfg.infra_fault_rate > 0:  # a test hook: the RL base's own env (built in gym) never gets it
+        make_env.sandbox.inject_grading_faults(env_cfg.infra_fault_rate)
+    return make_env, close
 
 
 ENVS: dict[str, Callable] = Registry("env", {"edit_menu": _edit_menu, "tools": _tools})

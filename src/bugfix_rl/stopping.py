@@ -5,7 +5,11 @@
 (b) the training signal is spent: `zero_adv_frac` (groups whose rewards are all equal, so they carry
     no gradient) has been above `zero_adv_threshold` at each of the last `zero_adv_window` steps.
 
-The trainer asks after every step (b) and after every checkpoint (a); the first rule that fires ends
+(c) the infrastructure is failing: more than `max_infra_share` of a step's episodes had their reward
+    decided by infrastructure (`infra_share`, algo/infra_mask.py; masked from training, but a run
+    that loses that many is measuring its cluster, not its policy).
+
+The trainer asks after every step (b) and (c) and after every checkpoint (a); the first rule that fires ends
 the run at that step, which is then checkpointed, and eval.json records the rule and the step.
 """
 
@@ -37,6 +41,10 @@ def stop_reason(stop, validation: dict[int, dict], rows: list[dict], at_checkpoi
         best = max(before, key=lambda s: (validation[s]["pass_at_1"], -s))
         return (f"validation: no gain over step {best}'s pass@1 {validation[best]['pass_at_1']:.3f} for"
                 f" {stop.patience} checkpoints")
+    share = rows[-1].get("infra_share") if rows else None
+    if share is not None and share > stop.max_infra_share:
+        return (f"infrastructure: {rows[-1]['infra_masked']} episodes ({share:.0%}) of step {rows[-1]['step']} had"
+                f" their reward decided by sandbox or env failures, above stop.max_infra_share={stop.max_infra_share:g}")
     if signal_spent(rows, stop.zero_adv_window, stop.zero_adv_threshold):
         return (f"training signal spent: zero_adv_frac above {stop.zero_adv_threshold:g} for"
                 f" {stop.zero_adv_window} steps")

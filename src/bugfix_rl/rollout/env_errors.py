@@ -38,6 +38,21 @@ def end_failed(env, error: BaseException) -> None:
     env.done = True
 
 
+INFRASTRUCTURE_CAUSES = ("env_error", "sandbox_error")
+
+
+def infrastructure_failure(info) -> str:
+    """Why the infrastructure, not the policy, decided this episode's reward, or '' when it did not:
+    `env_error` (the env raised for an internal reason) or `sandbox_error` (the final grading's sandbox
+    call failed before any model code ran, or lost its server: the grader's flag). The trainer masks
+    such episodes out of the advantages and the pass rates (algo/infra_mask.py)."""
+    if getattr(info, "env_error", ""):
+        return "env_error"
+    if "sandbox_error" in getattr(info, "grade_flags", ()):
+        return "sandbox_error"
+    return ""
+
+
 def check_batch(trajectories: list) -> list:
     """The trajectories, unless every one of them ended in an env error (RolloutFailed) or one of them
     saw hidden-test text (HiddenTestLeak)."""

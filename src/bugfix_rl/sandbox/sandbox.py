@@ -18,11 +18,13 @@ import hmac
 import json
 import os
 import queue
+import random
 import secrets
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -231,6 +233,22 @@ class Sandbox:
         for worker in self._workers:
             self._idle.put(worker)
         self._pool = ThreadPoolExecutor(self.config.workers, thread_name_prefix="sandbox")
+        self._faults: tuple[float, random.Random, threading.Lock] | None = None
+
+    def inject_grading_faults(self, rate: float, seed: int = 0) -> None:
+        """Test hook (`env.infra_fault_rate`): from now on each `call_function` (a grading) answers
+        `sandbox_error` without running, with probability `rate`, drawn from its own seeded stream in
+        call order; test runs (`run_tests`) are never touched. 0 turns it off."""
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"fault rate must lie in [0, 1], got {rate}")
+        self._faults = (rate, random.Random(seed), threading.Lock()) if rate > 0 else None
+
+    def _injected_fault(self) -> bool:
+        if self._faults is None:
+            return False
+        rate, rng, lock = self._faults
+        with lock:
+            return rng.random() < rate
 
     def __enter__(self) -> Sandbox:
         return self
@@ -258,6 +276,8 @@ class Sandbox:
     def call_function(self, files: dict[str, str], module: str, function: str,
                       inputs: list[tuple]) -> CallResult:
         """Import `module` from `files` in a fresh sandbox and call `function(*args)` per input."""
+        if self._injected_fault():
+            return CallResult([], "sandbox_error", "injected fault (env.infra_fault_rate)")
         nonce, canary = secrets.token_hex(16), tuple(secrets.randbits(48) for _ in range(3))
         job = {"kind": "call", "files": self._checked(files), "module": module, "function": function,
                "inputs": [wire.encode(tuple(args)) for args in inputs]}
