@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bugfix_rl.evaluate.reliability import reliability_line
+
 
 def _rate(summary: dict) -> str:
     lo, hi = summary["ci"]
@@ -38,6 +40,8 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
         lines += ["", f"chosen - base, paired over {n_tasks} test tasks: {d['diff']:+.3f}"
                   f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] (one seed; the interval, t + MOVER hull, is over tasks, not seeds).",
                   "", "![pass@k of base and chosen](pass_at_k.png)"]
+        lines += ["", *(f"- {name}: {reliability_line(test[name], test[name]['tasks'], test[name]['n'])}"
+                        for name in ("base", "chosen") if test[name].get("pass_hat_k"))]
     if "heldout" in result:
         lines += ["", f"Held-out (all 10 tasks, chosen checkpoint): pass@1 {_rate(result['heldout'])}"
                   f" per task {result['heldout']['per_task']} (of {result['heldout']['n']})."]

@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from bugfix_rl.evaluate.episodes import decode_ids, token_runs
+from bugfix_rl.evaluate.reliability import reliability_line
 from bugfix_rl.report_run import gain_kept_lines
 
 EPISODES_PER_KIND = 2  # successes and failures shown per task and policy
@@ -120,6 +121,13 @@ def _rate(summary: dict) -> str:
     return f"{summary['pass_at_1']:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+def _reliability(summary: dict, label: str) -> list[str]:
+    """A paragraph with pass^k, the flip rate and the noise floor of one evaluation (none in an eval.json
+    written before they existed)."""
+    line = reliability_line(summary, summary["tasks"], summary["n"]) if "pass_hat_k" in summary else ""
+    return [f"<p class='reliability'>{_e(label)}: {_e(line)}</p>"] if line else []
+
+
 def run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) -> str:
     """The HTML of a run's page. episodes: policy label -> pick_episodes(...) output."""
     cfg = result["config"]
@@ -146,9 +154,11 @@ def run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) 
         d = test["paired_diff"]
         out.append(f"</table><p>chosen - base, paired over tasks: {d['diff']:+.3f} [{d['ci'][0]:+.3f},"
                    f" {d['ci'][1]:+.3f}]</p>")
+        out += _reliability(test["base"], "base") + _reliability(test["chosen"], "chosen")
     if "heldout" in result:
         out.append(f"<h2>Held-out</h2><p>chosen checkpoint {_rate(result['heldout'])}; start"
                    f" {_rate(result['heldout_base'])} (all held-out tasks).</p>")
+        out += _reliability(result["heldout"], "final") + _reliability(result["heldout_base"], "start")
     if "shapes" in result:
         d, shapes = result["shapes_paired_diff"], result["shapes"]
         out.append(f"<h2>Shapes</h2><p id='shapes'>chosen checkpoint {_rate(shapes)}; start {_rate(result['shapes_base'])}"

@@ -27,6 +27,7 @@ import torch
 
 from bugfix_rl.evaluate.intervals import arm_difference, paired_task_interval
 from bugfix_rl.evaluate.power import minimum_detectable_effect, seeds_needed, units_needed, variance_components
+from bugfix_rl.evaluate.reliability import Z_95, flip_rate, run_noise_floor
 
 EFFECTS = (0.10, 0.05, 0.02)
 FLOOR = 0.05  # arms with mean pass@1 outside [FLOOR, 1 - FLOOR] are left out of the variance estimates
@@ -214,7 +215,21 @@ def power_analysis(rows: list[ArmRow], effects=EFFECTS, episodes: int | None = N
         })
     return {"seed_sd": seed_sd, "task_diff_sd": task_diff_sd, "task_diff_arm": closest.arm if closest else None,
             "components": dataclasses.asdict(parts) if parts else None, "left_out": pinned, "tasks": num_tasks, "episodes": episodes,
-            "table": table}
+            "table": table, "noise_floor": noise_floor(rows, seed_sd, episodes)}
+
+
+def noise_floor(rows: list[ArmRow], seed_sd: float | None, episodes: int | None) -> dict:
+    """The smallest pass@1 difference this design can show (reliability.py), 95%: `runs`, between two
+    training runs of one arm (1.96 sqrt(2) seed_sd; None without an arm of >= 2 seeds), and `evaluations`,
+    between two evaluations of one checkpoint (episode noise alone, from the mean unbiased flip rate of
+    every run's tasks; None at one episode per task). A single-run difference below `runs` is noise."""
+    evaluations, mean_flip = None, None
+    if episodes and episodes >= 2:
+        counts = torch.cat([r.task_rates for r in rows]).mul(episodes).round()  # [runs, T]
+        mean_flip = float(flip_rate(episodes, counts.reshape(-1)).mean())
+        evaluations = Z_95 * (mean_flip / (episodes * counts.shape[1])) ** 0.5
+    return {"runs": run_noise_floor(seed_sd) if seed_sd else None, "evaluations": evaluations,
+            "mean_flip_rate": mean_flip}
 
 
 @dataclass
@@ -338,6 +353,12 @@ def power_lines(power: dict) -> list[str]:
              + f" | sd of per-task differences {_num(task_sd)}"
              + (f" ({power['task_diff_arm']} vs reference)" if power["task_diff_arm"] else " (needs a second arm)"))
     lines = [first]
+    floor = power.get("noise_floor") or {}
+    lines.append(f"noise floor (95%, {power['tasks']} tasks x {power['episodes']} episodes): two runs of one arm differ"
+                 f" by up to {_num(floor.get('runs'))} (1.96 sqrt(2) x seed sd"
+                 + ("" if floor.get("runs") else ": needs an arm with >= 2 seeds") + "); two evaluations of one"
+                 f" checkpoint by up to {_num(floor.get('evaluations'))} (episode noise alone, mean flip rate"
+                 f" {_num(floor.get('mean_flip_rate'))}). A difference between two single runs below the first is noise.")
     if power.get("left_out"):
         lines.append(f"left out of the variance estimates (mean pass@1 at the floor or ceiling): {', '.join(power['left_out'])}")
     for row in power["table"]:

@@ -19,6 +19,7 @@ from bugfix_rl.checkpoint import CheckpointError, load_checkpoint
 from bugfix_rl.evaluate.evaluate import (action_sequences, behaviour_stats, per_task_table, sample_trajectories,
                                          success_counts)
 from bugfix_rl.evaluate.intervals import task_mean_interval
+from bugfix_rl.evaluate.reliability import reliability_summary
 from bugfix_rl.evaluate.stats import mcnemar, paired_summary, pass_at_k, pass_at_k_curve
 from bugfix_rl.gym.tasks import make_tasks
 
@@ -124,6 +125,7 @@ def evaluate_policy(policy: LoadedPolicy, split: str, n: int, seed: int, top: in
         "temperature": cfg.algo.temperature,
         "pass_at_k": pass_at_ks(counts, n),
         "pass_at_k_curve": pass_at_k_curve(n, counts),
+        **reliability_summary(counts, n, KS),  # pass_hat_k, flip_rate, noise_floor
         "per_task": [int(c) for c in counts.tolist()],
         "outcomes": [int(t.info.success) for t in trajectories],  # [T * n], task-contiguous
         "behaviour": behaviour_stats(trajectories),

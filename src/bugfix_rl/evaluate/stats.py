@@ -15,6 +15,7 @@ import torch
 from scipy.special import ndtri  # scipy.stats.norm.ppf's function, without importing scipy.stats (0.84 s)
 
 from bugfix_rl.evaluate.intervals import paired_task_interval, task_mean_interval
+from bugfix_rl.evaluate.reliability import reliability_summary
 
 
 def pass_at_k(n: int, counts: torch.Tensor, k: int) -> torch.Tensor:
@@ -213,7 +214,8 @@ def pass_rate_summary(
 
     Returns:
         {"pass_at_<k>": float for each kept k, "ci": [lo, hi] for pass@1 (intervals.task_mean_interval),
-        "per_task": [T] ints, "n": n, "tasks": T}.
+        "per_task": [T] ints, "n": n, "tasks": T}, and reliability.reliability_summary's "pass_hat_k",
+        "flip_rate" and "noise_floor".
     """
     counts = torch.as_tensor(counts)
     summary: dict = {}
@@ -225,6 +227,7 @@ def pass_rate_summary(
     summary["per_task"] = [int(c) for c in counts.tolist()]
     summary["n"] = n
     summary["tasks"] = int(counts.shape[0])
+    summary.update(reliability_summary(counts, n, ks))
     return summary
 
 

@@ -9,6 +9,7 @@ from bugfix_rl.evaluate.ablation import (Report, describe, describe_shapes, powe
                                         table_header)
 from bugfix_rl.evaluate.checkpoint_eval import label_of
 from bugfix_rl.evaluate.episodes import failure_lines
+from bugfix_rl.evaluate.reliability import reliability_line
 
 
 def _ci(entry: dict, signed: bool = False) -> str:
@@ -38,6 +39,9 @@ def print_eval(result: dict, console: Console | None = None) -> None:
     for name, m in zip(names, models):
         summary.add_row(name, *(_ci(v) for v in m["pass_at_k"].values()))
     console.print(summary)
+    for name, m in zip(names, models):
+        line = reliability_line(m, len(tasks), n)
+        console.print(f"{name}: {line}" if line else f"{name}: pass^k and flip rate need n >= 2 episodes per task")
 
     per_task = Table(title="per task: successes of n, most common first edits")
     per_task.add_column("task")
