@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 35: outcome-only GRPO (the `default` arm) against per-turn credit (`+ablation=turn_credit`) on the
-# tools env, seeds 0,1,2, each the +exp=tools recipe (60 steps; the final policy scored on all 10 held-out
-# tasks x 16). Then `bugfix-rl report reference=default` (held-out pass@1 by seed, the seed-aware paired
+# tools env, seeds 0,1,2, each the $EXP recipe (default +exp=tools_generated: 60 steps; the chosen
+# checkpoint scored on all 10 held-out tasks x 16). Then `bugfix-rl report reference=default` (held-out pass@1 by seed, the seed-aware paired
 # interval turn_credit - default, its MDE) and the selection rule written in docs/ALGORITHMS.md
 # ("Per-turn credit") before any sweep ran, applied by the Python block below, which adds the held-out
 # malformed calls and answered share per episode from each run's eval.json (heldout.behaviour).
@@ -16,13 +16,14 @@ cd "$(dirname "$0")/.."
 test -x .venv/bin/bugfix-rl || make --silent .venv/.installed
 BIN=.venv/bin
 SEEDS=${SEEDS:-0,1,2}
+EXP=${EXP:-tools_generated}
 EXTRA=${EXTRA:-}
 root=${ROOT:-outputs/turn_credit_sweep/$(date +%Y-%m-%d_%H-%M-%S)}
 mkdir -p "$root"
 
 start=$(date +%s)
 # shellcheck disable=SC2086  # EXTRA is a list of overrides
-$BIN/bugfix-rl train +exp=tools +ablation=default,turn_credit seed="$SEEDS" $EXTRA hydra.sweep.dir="$root" -m
+$BIN/bugfix-rl train +exp="$EXP" +ablation=default,turn_credit seed="$SEEDS" $EXTRA hydra.sweep.dir="$root" -m
 echo "$(( $(date +%s) - start ))" > "$root/seconds.txt"
 $BIN/bugfix-rl report dir="$root" reference=default
 
@@ -71,7 +72,7 @@ lines = [f"# Turn credit vs outcome-only ({root})", "",
          f"episodes ending with an answer: default {answered['default']:.3f}, turn_credit {answered['turn_credit']:.3f} "
          "(aim: >= 0.95)", ""]
 lines += [f"- {'yes' if ok else 'NO '} {name}" for name, ok in checks.items()]
-lines += ["", f"verdict: turn credit is {'KEPT (turn it on in conf/exp/tools.yaml)' if kept else 'NOT kept'}"]
+lines += ["", f"verdict: turn credit is {'KEPT (turn it on in the tools presets)' if kept else 'NOT kept'}"]
 (root / "verdict.md").write_text("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF
