@@ -10,7 +10,7 @@ out by hand) with the stand-in tokenizer, and the output says so. Random weights
 bound, every reward is 0, and the update would skip every row; the script then forces advantages
 of +-1 on each group (`advantages_forced` in the result) so the update's backward is timed.
 
-For each env (edit menu, tools): preflight (the nine invariants, values reported, not enforced;
+For each env (edit menu, tools): preflight (the ten invariants, values reported, not enforced;
 random weights fail checks 7-9, which need a reward signal), then `--steps` steps of sample ->
 collate -> advantages -> the learner's update (policy_update with the run's AdamW).
 Printed and written as JSON (schema in docs/QWEN.md): per step the generation and update seconds,
@@ -185,7 +185,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget-s", type=float, default=420.0, help="start no new step after this many seconds")
     parser.add_argument("--preflight", action=argparse.BooleanOptionalAction, default=None,
-                        help="run the nine invariants first (default: on, off with --tiny)")
+                        help="run the ten invariants first (default: on, off with --tiny)")
     parser.add_argument("--no-force-advantages", dest="force_advantages", action="store_false")
     args = parser.parse_args(argv)
     started = time.perf_counter()

@@ -340,7 +340,7 @@ def test_edits_copied_counts_old_strings_seen_in_an_earlier_observation():
 
 
 def test_preflight_passes_on_the_tools_env_with_the_copy_head():
-    """The nine invariants on a real first tools-env batch of a copy-head TinyAgent (briefly SFT'd on oracle
+    """The ten invariants on a real first tools-env batch of a copy-head TinyAgent (briefly SFT'd on oracle
     demonstrations so some groups succeed and carry a signal)."""
     from bugfix_rl.algo.sft import sft_train
     from bugfix_rl.envs import make_env_factory, oracle_for

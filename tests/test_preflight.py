@@ -33,6 +33,7 @@ MASK, SAMPLER, RATIO, CENTRED = ("mask = policy tokens", "sampler = trainer log-
 PADDING, ACCUMULATED, FROZEN = ("loss invariant to padding", "accumulated = one-pass gradient",
                                 "old_logp frozen in the update")
 DIRECTION, KL = "update raises log pi where A > 0", "KL to reference > 0 after a step"
+ANCHOR = "ratio != 1 once the policy moved"
 
 
 def train_config(**algo) -> TrainConfig:
@@ -167,7 +168,7 @@ def test_micro_batches_that_drop_rows(first, monkeypatch):
 def test_advantage_stage_that_skips_the_centring(first, monkeypatch):
     from bugfix_rl.algo import advantage_stage
 
-    def raw_rewards(batch, trajectories, algo, model_len):
+    def raw_rewards(batch, trajectories, algo, model_len, valid=None):
         batch.advantages = batch.rewards.clone()
 
     monkeypatch.setattr(advantage_stage, "compute_advantages", raw_rewards)  # the step's own advantage stage
@@ -215,7 +216,18 @@ def test_update_that_does_nothing(first):
 
     # measured from the trainer's own log-probs, not the sampler's (whose ~1e-6 gap once let it pass); an
     # update that builds no ratio and takes no step cannot pass checks 3 and 6 either
-    assert failures(first, update_fn=no_step) == {RATIO, ACCUMULATED, FROZEN, DIRECTION, KL}
+    assert failures(first, update_fn=no_step) == {RATIO, ACCUMULATED, FROZEN, DIRECTION, KL, ANCHOR}
+
+
+@pytest.mark.parametrize("tis_cap", [None, 2.0])
+def test_ratio_anchored_to_the_current_policy(first, monkeypatch, tis_cap):
+    """The mutation of issue 36: the ratio's denominator is the current policy (detached) instead of the
+    sampler's log-probs (with tis_cap: pi_old). The ratio is 1 at every token, so clipping never acts, yet
+    the gradient is the plain policy gradient: every other check passes, this one fails."""
+    algo = dataclasses.replace(first.cfg.algo, tis_cap=tis_cap)
+    assert failures(first, algo=algo) == set()
+    monkeypatch.setattr(update, "RATIOS", {"token": lambda logp, old_logp, mask: logp - logp.detach()})
+    assert failures(first, algo=algo) == {ANCHOR}
 
 
 def test_reference_is_the_learner_itself(first):
@@ -234,7 +246,7 @@ def _canned_checks(failing: str | None) -> dict:
 def test_preflight_command_passes_on_defaults(tmp_path, capsys):
     cli.main(["preflight", "threads=1", f"hydra.run.dir={tmp_path}"])  # returns normally: exit code 0
     out = capsys.readouterr().out
-    assert "all 9 checks hold" in out
+    assert "all 10 checks hold" in out
     assert all(name in out for name in BOUNDS)
 
 
@@ -296,7 +308,7 @@ def test_pool_checks_pass_in_process_with_staleness(first):
 
 def test_preflight_command_passes_in_process_with_staleness(tmp_path, capsys):
     cli.main(["preflight", "threads=1", "rollout.max_staleness=1", "algo.tis_cap=2.0", f"hydra.run.dir={tmp_path}"])
-    assert "all 11 checks hold" in capsys.readouterr().out
+    assert "all 12 checks hold" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -356,7 +368,7 @@ def test_preflight_command_covers_ray_workers_and_staleness(tmp_path, capsys):
     cli.main(["preflight", "threads=1", "rollout.workers=2", "rollout.max_staleness=1", "algo.tis_cap=2.0",
               f"hydra.run.dir={tmp_path}"])
     out = capsys.readouterr().out
-    assert "all 11 checks hold" in out and PUBLISHED in out and STALE in out
+    assert "all 12 checks hold" in out and PUBLISHED in out and STALE in out
 
 
 def test_a_policy_that_never_succeeds_gets_constructed_rewards_not_a_failure(tmp_path):

@@ -1,4 +1,4 @@
-"""Every preset in conf/algo/: composes, passes the nine preflight invariants on a first batch of the RL
+"""Every preset in conf/algo/: composes, passes the ten preflight invariants on a first batch of the RL
 base, and trains two smoke steps through the CLI with its parameters changed (SPEC §4, issue 3).
 
 The two-step runs share one `bugfix-rl train +exp=smoke algo=a,b,... -m` process, so the imports and

@@ -24,7 +24,7 @@ from bugfix_rl.errors import UserError
 
 COMMANDS = {  # command -> what it does (`bugfix-rl --help`)
     "train": "RL on the training tasks: preflight, GRPO steps, checkpoints chosen on validation, one test",
-    "preflight": "the nine invariants of one update on the first batch (+2 with rollout workers), then stop",
+    "preflight": "the ten invariants of one update on the first batch (+1 or 2 with rollout workers or staleness), then stop",
     "eval": "evaluate a checkpoint on a split: eval ckpt=<file> [split=test n=32 compare=<file>]",
     "report": "ablation table, report.md and forest plot of a sweep: report dir=<multirun dir>",
     "sft": "SFT on demonstrations -> <run dir>/sft.safetensors (then train policy.init=<that file>)",

@@ -33,7 +33,7 @@ def configured_policy(cfg):
 
 
 def preflight_command(cfg) -> bool:
-    """Print the preflight checks on the first batch (nine, plus the rollout pool's two); True iff all pass."""
+    """Print the preflight checks on the first batch (ten, plus the rollout pool's one or two); True iff all pass."""
     from bugfix_rl.preflight import run_preflight
 
     with configured_policy(cfg) as (model, tokenizer, make_env):

@@ -1,4 +1,4 @@
-"""Preflight: the nine invariants every RL trainer should assert, run on the first batch.
+"""Preflight: the ten invariants every RL trainer should assert, run on the first batch.
 
 With rollout workers or bounded staleness (rollout.workers > 0 or rollout.max_staleness > 0) the
 first batch is sampled through the configured pool (so check 2 compares the workers' log-probs with
@@ -40,6 +40,7 @@ BOUNDS = {
     "old_logp frozen in the update": (">", 0.0),
     "update raises log pi where A > 0": (">", 0.0),
     "KL to reference > 0 after a step": (">", 0.0),
+    "ratio != 1 once the policy moved": (">", 1e-4),
 }
 POOL_BOUNDS = {
     "published weights = learner's": ("<", 1e-4),
@@ -121,6 +122,22 @@ def _ratio_before_any_step(model, batch: Batch, algo, update_fn: Callable, refer
     return max(metrics["approx_kl"], metrics["clip_frac"])
 
 
+PROBE_LR = 1e-3  # the second-pass check's step: Adam moves every weight by about this much, on any model
+
+
+def _ratio_after_a_step(model, batch: Batch, algo, update_fn: Callable, reference) -> float:
+    """max |log ratio| over the policy tokens of the real update run on a copy for two epochs of one
+    minibatch, with Adam at max(algo.lr, PROBE_LR). The first pass sees only the sampler-trainer gap
+    (below check 2's bound, 1e-4); the second, after one optimizer step, must see pi_theta / pi_old
+    != 1 well above it, or the ratio's denominator is not the frozen anchor (the sampler's log-probs;
+    with tis_cap pi_old, the trainer's before the step) but the current policy, and clipping never acts."""
+    probe = copy.deepcopy(model)
+    optimizer = torch.optim.Adam(probe.parameters(), lr=max(algo.lr, PROBE_LR))
+    metrics = update_fn(probe, optimizer, copy.deepcopy(batch), dataclasses.replace(algo, epochs=2, minibatches=1),
+                        torch.Generator().manual_seed(0), reference) or {}
+    return metrics.get("log_ratio_abs_max", 0.0)  # absent: the update never built a ratio
+
+
 def with_kl_term(algo):
     """`algo` with a KL-to-reference term in the loss (kl_coef 0.1), so an update always has a reference
     to measure and to need; an algo that is not a dataclass (a test's stand-in) as it is."""
@@ -135,7 +152,7 @@ def frozen_reference(model):
 def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, tokenizer, max_action_tokens: int,
                 update_fn: Callable | None = None, make_reference: Callable = frozen_reference,
                 other_temperature: tuple[Batch, float] | None = None) -> dict[str, dict]:
-    """Run the nine checks on one collated first batch (advantages filled). Returns name -> verdict.
+    """Run the ten checks on one collated first batch (advantages filled). Returns name -> verdict.
 
     update_fn: the update (default: `policy_update` as training calls it, looked up at call time);
     make_reference(learner) gives the KL reference of the update in checks 7-9 (injectable, so a test
@@ -196,6 +213,10 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     # 6. gradient accumulation over micro-batches equals the one-pass gradient, in the real update
     accumulated = _one_pass_vs_accumulated(model, batch, algo, update_fn, reference)
     checks["accumulated = one-pass gradient"] = _verdict("accumulated = one-pass gradient", accumulated)
+    # 10. a second pass over the batch, after a step, sees ratios != 1 (the anchor did not follow the policy)
+    checks["ratio != 1 once the policy moved"] = _verdict("ratio != 1 once the policy moved",
+                                                          _ratio_after_a_step(model, batch, algo_kl, update_fn,
+                                                                              reference))
     # 7-9. one real update (with a KL term so the reference check has something to measure)
     optimizer = torch.optim.Adam(learner.parameters(), lr=algo.lr)
     old_before = batch.old_logp.clone()
@@ -293,11 +314,11 @@ def check_pool(pool, model, trajectories: list[Trajectory], batch: Batch, algo, 
 
 SIGNAL_ATTEMPTS = 4
 CONSTRUCTED = ("group advantage mean = 0", "old_logp frozen in the update", "update raises log pi where A > 0",
-               "KL to reference > 0 after a step")
+               "KL to reference > 0 after a step", "ratio != 1 once the policy moved")
 
 
 def run_preflight(cfg, model, tokenizer, make_env) -> dict[str, dict]:
-    """The nine checks on the first batch that carries a learning signal (plus the pool's two when
+    """The ten checks on the first batch that carries a learning signal (plus the pool's two when
     rollout.workers > 0 or rollout.max_staleness > 0).
 
     The update checks need at least one group whose rewards differ: up to SIGNAL_ATTEMPTS batches
