@@ -71,8 +71,10 @@ def load_model_state(model: torch.nn.Module, tensors: dict[str, torch.Tensor], p
     state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
     try:
         model.load_state_dict(state)
-    except RuntimeError as err:
-        raise CheckpointError(f"checkpoint {path} does not fit this model: {str(err).splitlines()[0]}") from None
+    except RuntimeError as err:  # torch's message: a header line, then one line per kind of mismatch
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        detail = lines[1] if len(lines) > 1 and lines[0].endswith(":") else lines[0]
+        raise CheckpointError(f"checkpoint {path} does not fit this model: {detail[:240]}") from None
 
 
 def optimizer_tensors(state: dict, prefix: str = "optim.") -> tuple[dict, list]:

@@ -37,6 +37,7 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"  # in the wheel; in the repo
 GROUPS = ("env", "policy", "algo", "logger", "exp", "ablation")
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                     "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
+NO_RUN_DIR = ("preflight", "starts", "bench")  # they write no files: Hydra makes no run dir for them
 EXIT_FAILED = 1  # a preflight or run failure
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for Ctrl-C
@@ -146,14 +147,17 @@ def check_overrides(command: str, args: list[str]) -> None:
             _check_value(schema, key, value)
 
 
-def check_composed(config_name: str, args: list[str], multirun: bool) -> None:
-    """Compose the config as Hydra will and validate its values (raises UserError), before Hydra
-    creates a run dir: a bad value leaves no folder behind. A sweep (-m) is checked run by run."""
+def check_composed(config_name: str, args: list[str], multirun: bool, command: str | None = None) -> None:
+    """Compose the config as Hydra will and validate its values, then what `command` reads and where it
+    writes (inputs.py; raises UserError or CheckpointError), before Hydra creates a run dir: bad input
+    leaves no folder behind. A sweep (-m) is checked run by run."""
     import itertools
 
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
+
+    from bugfix_rl.inputs import check_inputs, check_writable
 
     choices = []  # per override: the `key=value` strings it stands for
     for override in OverridesParser.create().parse_overrides(_plain_overrides(args)):
@@ -169,10 +173,29 @@ def check_composed(config_name: str, args: list[str], multirun: bool) -> None:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for run in itertools.product(*choices):
             try:
-                cfg = compose(config_name, overrides=list(run))
+                cfg = compose(config_name, overrides=list(run), return_hydra_config=True)
             except HydraException as err:
                 raise UserError(f"cannot compose the config: {str(err).splitlines()[0]}") from None
-            _to_object(cfg)
+            output = _output_dir(cfg, multirun)
+            del cfg.hydra
+            obj = _to_object(cfg)
+            if command:
+                check_inputs(command, obj)
+            if output:
+                check_writable(output)
+
+
+def _output_dir(cfg, multirun: bool) -> str | None:
+    """The run dir (the sweep dir under -m) Hydra will create, or None where it creates none (`.`)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    node = cfg.hydra.sweep if multirun else cfg.hydra.run
+    try:
+        folder = OmegaConf.to_container(node, resolve=True)["dir"]
+    except OmegaConfBaseException:  # an interpolation only a running job resolves: its fixed prefix
+        folder = str(OmegaConf.to_container(node, resolve=False)["dir"]).split("$", 1)[0] or "."
+    return None if folder in (".", "") else folder
 
 
 def _to_object(cfg):
@@ -346,20 +369,24 @@ def main(argv: list[str] | None = None) -> None:
         print(f"usage: bugfix-rl {command} [key=value ...] [-m]\n{COMMANDS[command]}\n")
     from bugfix_rl.config import register_configs
 
+    from bugfix_rl.checkpoint import CheckpointError
+
     register_configs()
     body, config_name = BODIES[command]
     flags = {arg for arg in rest if arg.startswith("-")}
+    if command in NO_RUN_DIR and not flags and not any(arg.startswith("hydra.run.dir=") for arg in rest):
+        rest = [*rest, "hydra.run.dir=.", "hydra.output_subdir=null"]  # no folder holding only .hydra
     try:
         check_overrides(command, rest)
         if flags <= {"-m", "--multirun"}:  # --help, --cfg and other Hydra flags are left to Hydra
-            check_composed(config_name, rest, multirun=bool(flags))
+            check_composed(config_name, rest, multirun=bool(flags), command=command)
         if command == "train" and flags & {"-m", "--multirun"}:
             from hydra.core.override_parser.overrides_parser import OverridesParser
 
             from bugfix_rl.sweeps import arm_overrides
 
             rest = arm_overrides(OverridesParser.create().parse_overrides(_plain_overrides(rest))) + rest
-    except UserError as err:
+    except (UserError, CheckpointError) as err:
         fail(str(err))
     import hydra
 

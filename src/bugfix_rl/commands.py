@@ -87,17 +87,13 @@ def starts_command(cfg) -> list:
     rl_base and scratch are policy.init's options; sft is the RL base after the cold start configured
     in cold_start.* (SFT on oracle demonstrations); anything else is a checkpoint path."""
     from bugfix_rl.envs import make_env_factory
-    from bugfix_rl.errors import UserError
     from bugfix_rl.evaluate.starts import HEADER, profile_cells, profile_policy
+    from bugfix_rl.inputs import check_starts
     from bugfix_rl.policy.build import build_tokenizer_for
     from bugfix_rl.progress import PhaseProgress
 
     starts = cfg.starts
-    if starts.n < 8 or starts.group_size < 2:
-        raise UserError(f"starts.n={starts.n} must be >= 8 (pass@8) and starts.group_size={starts.group_size} >= 2")
-    for name in starts.policies:
-        if name not in ("rl_base", "sft", "scratch") and not Path(name).is_file():
-            raise UserError(f"starts.policies: {name!r} is neither rl_base, sft, scratch nor a checkpoint file")
+    check_starts(starts)  # the CLI checked it before any folder was made; a caller from Python gets it here
     torch.set_num_threads(cfg.threads)
     tokenizer = build_tokenizer_for(cfg)
     make_env, close_env = make_env_factory(cfg.env)

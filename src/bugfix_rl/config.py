@@ -497,6 +497,9 @@ def validate(cfg) -> None:
         raise ConfigError("algo.loss_mode=norm_const needs algo.norm_const > 0")
     if algo.minibatches > algo.group_size * algo.prompts_per_step:
         raise ConfigError(f"algo.minibatches={algo.minibatches} exceeds the batch size")
+    if not (0 <= algo.clip_low < 1 and 0 <= algo.clip_high < math.inf):
+        raise ConfigError(f"algo.clip_low={algo.clip_low} must lie in [0, 1) and algo.clip_high={algo.clip_high} be >= 0"
+                          " (the ratio is clipped to [1 - clip_low, 1 + clip_high])")
     if algo.dual_clip is not None and algo.dual_clip <= 1:
         raise ConfigError(f"algo.dual_clip={algo.dual_clip} must be > 1")
     turn = algo.turn_credit

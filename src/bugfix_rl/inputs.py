@@ -1,0 +1,116 @@
+"""What a command reads and writes, checked before Hydra creates its run dir (issue 38).
+
+cli.check_composed runs `check_inputs` on each composed config (each run of a sweep), so a bad input
+is one line, exit 2, and no folder: a `resume=` or `policy.init=` checkpoint that is missing, corrupt,
+without resume state, trained on another env or not fitting the configured policy; a Qwen3 model that
+is neither local nor cached; `starts` settings; an output dir that cannot be created. Each check goes
+through the loader the command itself uses (load_checkpoint, build_policy, the tokenizer loader), so
+it passes only where the command would get past the same input.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from bugfix_rl.checkpoint import CheckpointError, load_checkpoint
+from bugfix_rl.errors import UserError
+
+NAMED_INITS = ("rl_base", "scratch", "pretrained")  # policy.init values that are not paths
+ENV_RECIPE = {"tools": "+exp=tools"}  # env -> the experiment that trains a policy for it
+
+
+def check_inputs(command: str, cfg) -> None:
+    """Raise UserError or CheckpointError (one line) for an input `command` cannot use."""
+    if command in ("train", "preflight", "sft", "starts", "bench"):
+        check_policy_source(cfg)
+    if command == "train" and cfg.resume:
+        check_resume(cfg)
+    if command == "starts":
+        check_starts(cfg.starts)
+
+
+def _tokenizer(cfg):
+    from bugfix_rl.policy.build import build_tokenizer_for
+
+    return build_tokenizer_for(cfg)  # Qwen3: ModelNotFoundError (a CheckpointError) unless local or cached
+
+
+def _check_env(key: str, path: str, meta: dict, cfg) -> None:
+    trained = ((meta.get("config") or {}).get("env") or {}).get("name")
+    if trained and trained != cfg.env.name:
+        hint = f" (train it with {ENV_RECIPE[trained]})" if trained in ENV_RECIPE else f" (add env={trained})"
+        raise UserError(f"{key}={path} was trained on env={trained}, but this run is env={cfg.env.name}{hint}")
+
+
+def _check_fits(key: str, path: str, cfg, tokenizer) -> None:
+    """The checkpoint's weights load into the configured policy (TinyAgent: cheap; Qwen3 is not built here)."""
+    from bugfix_rl.policy.build import build_policy
+
+    if cfg.policy.name != "tiny":
+        return
+    try:
+        build_policy(cfg.policy, tokenizer, init=path)
+    except CheckpointError as err:
+        raise UserError(f"{key}: {err}") from None
+
+
+def check_policy_source(cfg) -> None:
+    """The configured policy can be built: its model (Qwen3) is there, its policy.init checkpoint fits."""
+    init = cfg.policy.init
+    if cfg.policy.name != "tiny" or init not in NAMED_INITS:
+        tokenizer = _tokenizer(cfg)  # the word tokenizer is cheap; a chat model's says whether the model is there
+    if init in NAMED_INITS:
+        return
+    if Path(init).is_dir():
+        raise UserError(f"policy.init={init} is a directory; pass a checkpoint file "
+                        f"(e.g. {init.rstrip('/')}/checkpoints/step_NNN.safetensors or sft.safetensors)")
+    _, meta = load_checkpoint(init)
+    _check_env("policy.init", init, meta, cfg)
+    _check_fits("policy.init", init, cfg, tokenizer)
+
+
+def check_resume(cfg) -> None:
+    """resume= names a checkpoint with resume state, of this env, whose weights fit this policy."""
+    path = cfg.resume
+    if Path(path).is_dir():
+        last = last_checkpoint(Path(path))
+        raise UserError(f"resume={path} is a run dir; pass one of its checkpoints"
+                        + (f", e.g. its last: resume={last}" if last else " (it has none)"))
+    tensors, meta = load_checkpoint(path)
+    if meta.get("kind") != "policy" or "rows" not in meta or "rng.generator" not in tensors:
+        raise UserError(f"resume={path} has no resume state (kind {meta.get('kind')!r}, weights only): "
+                        "start from it with policy.init= instead")
+    _check_env("resume", path, meta, cfg)
+    _check_fits("resume", path, cfg, _tokenizer(cfg))
+
+
+def last_checkpoint(run_dir: Path) -> Path | None:
+    """The newest checkpoints/step_*.safetensors of a run dir, or None."""
+    steps = sorted((run_dir / "checkpoints").glob("step_*.safetensors"))
+    return steps[-1] if steps else None
+
+
+def check_starts(starts) -> None:
+    """`bugfix-rl starts` settings: enough episodes for pass@8, a group, known policies."""
+    if starts.n < 8 or starts.group_size < 2:
+        raise UserError(f"starts.n={starts.n} must be >= 8 (pass@8) and starts.group_size={starts.group_size} >= 2")
+    for name in starts.policies:
+        if name not in ("rl_base", "sft", "scratch") and not Path(name).is_file():
+            raise UserError(f"starts.policies: {name!r} is neither rl_base, sft, scratch nor a checkpoint file")
+
+
+def check_writable(folder: str) -> None:
+    """`folder` (a run or sweep dir) can be created and written: its nearest existing ancestor is a
+    directory in which a directory can be made (tried, then removed: permission bits alone say nothing
+    for root or on a read-only mount)."""
+    path = Path(folder).absolute()
+    ancestor = next(p for p in (path, *path.parents) if p.exists())
+    if not ancestor.is_dir():
+        raise UserError(f"cannot create the output dir {folder}: {ancestor} is a file, not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=ancestor, prefix=".bugfix-rl-write-test-"))
+    except OSError as err:
+        raise UserError(f"cannot write the output dir {folder}: {err.strerror} in {ancestor}"
+                        " (set hydra.run.dir=<dir> or hydra.sweep.dir=<dir> to write elsewhere)") from None
