@@ -2,8 +2,8 @@
 
 - KL is taken only on policy tokens: an overflowing value at an observation position leaves the loss
   and its gradient finite.
-- A step whose gradient norm is not finite is skipped (weights and Adam's state untouched) and
-  counted; algo.max_nonfinite_skips in a row stop the run with an error naming the step.
+- A step whose loss (any objective term) or gradient norm is not finite is skipped (weights and Adam's
+  state untouched) and counted; algo.max_nonfinite_skips in a row stop the run with an error naming the step.
 - algo.minibatches is exact: 64 rows in 12 minibatches are 12 optimizer steps, not torch.chunk's 11.
 - logp_gap is the max over the whole first minibatch, not its first micro-batch.
 - DAPO's overlong shaping does not inflate all-fail groups into success-sized advantages.
@@ -141,6 +141,66 @@ def test_nonfinite_steps_in_a_row_stop_the_run_naming_the_step(tokenizer):
         with pytest.raises(NonFiniteUpdate, match=r"^step 1: 3 optimizer steps in a row"):
             trainer.step(1)
         handle.remove()
+    finally:
+        trainer.close()
+        close()
+
+
+class NaNReference(torch.nn.Module):
+    """A KL reference whose log-probs are NaN at one (row, position), or everywhere (row None)."""
+
+    def __init__(self, model, row: int | None = None, position: int | None = None):
+        super().__init__()
+        self.model, self.row, self.position = model, row, position
+        self.cfg, self.vocab_size = model.cfg, model.vocab_size
+
+    def forward(self, ids):
+        logits = self.model(ids).clone()
+        if self.row is None:
+            return logits * float("nan")
+        logits[self.row, self.position] = float("nan")
+        return logits
+
+
+@pytest.mark.parametrize("kl_kind", ["k1", "k3"])
+def test_a_nan_loss_with_finite_gradients_is_skipped_and_counted(tokenizer, kl_kind):
+    """A NaN reference log-prob at one policy token makes the KL term, and so the loss, NaN while every
+    gradient stays finite (k1's is 1, k3's clamp passes 0): the step is skipped, as a NaN gradient is."""
+    model = scratch_model(tokenizer)
+    batch = synthetic_batch(model)
+    assert batch.mask[0, 20] == 1
+    reference = NaNReference(copy.deepcopy(model).eval(), row=0, position=20)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    algo = AlgoConfig(group_size=4, minibatches=1, kl_coef=0.1, kl_kind=kl_kind)
+    metrics = policy_update(model, optimizer, batch, algo, torch.Generator().manual_seed(0), reference)
+    assert math.isnan(metrics["kl_ref"])  # the term is NaN ...
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)  # ... its grads not
+    assert metrics["skipped_steps"] == [True] and metrics["nonfinite_skips"] == 1
+    assert metrics["nonfinite_loss_skips"] == 1
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters())) and not optimizer.state
+    clean = policy_update(model, optimizer, batch, algo, torch.Generator().manual_seed(0),
+                          copy.deepcopy(model).eval())
+    assert clean["skipped_steps"] == [False] and clean["nonfinite_loss_skips"] == 0
+
+
+def test_nan_losses_in_a_row_stop_the_run_naming_the_step(tokenizer):
+    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.policy.build import build_policy
+    from bugfix_rl.train import NonFiniteUpdate, Trainer
+    from tests.conftest import small_config
+
+    cfg = small_config(**{"policy.init": "scratch", "algo.minibatches": 2, "algo.max_nonfinite_skips": 3,
+                          "algo.prompts_per_step": 2, "algo.group_size": 4, "algo.kl_coef": 0.04})
+    make_env, close = make_env_factory(cfg.env)
+    model = build_policy(cfg.policy, tokenizer, init="scratch")
+    reference = NaNReference(copy.deepcopy(model).eval())
+    trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(0), reference=reference)
+    try:
+        row = trainer.step(0)  # 2 skipped optimizer steps: counted, not yet fatal
+        assert row["nonfinite_skips"] == 2 and row["nonfinite_loss_skips"] == 2
+        with pytest.raises(NonFiniteUpdate, match=r"^step 1: 3 optimizer steps in a row had a non-finite loss"):
+            trainer.step(1)
     finally:
         trainer.close()
         close()

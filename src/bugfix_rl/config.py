@@ -195,7 +195,7 @@ class AlgoConfig:
     # about 15% less update time (docs/PERFORMANCE.md)
     pack_rows: bool = True
     max_grad_norm: float = 1.0
-    max_nonfinite_skips: int = 3  # optimizer steps in a row skipped for a NaN/inf gradient norm before the run stops
+    max_nonfinite_skips: int = 3  # optimizer steps in a row skipped for a NaN/inf loss or gradient norm before the run stops
     task_filter: bool = False  # drop tasks whose recent pass rate is 0 or 1 from the step's draw
     curriculum: bool = False  # draw tasks with weight growing as their recent pass rate falls
     turn_credit: TurnCreditConfig = field(default_factory=TurnCreditConfig)  # per-turn credit; off by default

@@ -82,7 +82,7 @@ class Trainer:
         self.ref_model = None
         if cfg.algo.kl_coef > 0:
             self.ref_model = (reference if reference is not None else copy.deepcopy(model)).eval()
-        self.nonfinite_streak = 0  # consecutive optimizer steps skipped for a non-finite gradient norm
+        self.nonfinite_streak = 0  # consecutive optimizer steps skipped for a non-finite loss or gradient norm
         self.task_stats = TaskStats() if (cfg.algo.task_filter or cfg.algo.curriculum) else None
         self.pool = make_pool(cfg, model, tokenizer, make_env)
         self.in_flight: dict[int, object] = {}  # step -> its submitted first sampling round
@@ -119,13 +119,13 @@ class Trainer:
         return dashboard_row(step, rollouts, metrics, extra)
 
     def _count_nonfinite(self, step: int, metrics: dict) -> None:
-        """Track optimizer steps skipped for a non-finite gradient norm; after algo.max_nonfinite_skips
-        in a row the run stops (the skipped steps left the weights and Adam's state as they were)."""
+        """Track optimizer steps skipped for a non-finite loss or gradient norm; after
+        algo.max_nonfinite_skips in a row the run stops (the skipped steps left the weights and Adam's state as they were)."""
         for skipped in metrics.pop("skipped_steps"):
             self.nonfinite_streak = self.nonfinite_streak + 1 if skipped else 0
             if self.nonfinite_streak >= self.algo.max_nonfinite_skips:
                 raise NonFiniteUpdate(f"step {step}: {self.nonfinite_streak} optimizer steps in a row had a "
-                                      f"non-finite gradient norm and were skipped "
+                                      f"non-finite loss or gradient norm and were skipped "
                                       f"(algo.max_nonfinite_skips={self.algo.max_nonfinite_skips})")
 
     def close(self, stop_followers: bool = True) -> None:
@@ -394,7 +394,7 @@ class PreflightFailed(RuntimeError):
 
 
 class NonFiniteUpdate(RuntimeError):
-    """Too many optimizer steps in a row had a non-finite gradient norm (the message names the step)."""
+    """Too many optimizer steps in a row had a non-finite loss or gradient norm (the message names the step)."""
 
 
 class RunInterrupted(Exception):

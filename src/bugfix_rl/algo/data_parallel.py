@@ -72,6 +72,10 @@ class SingleProcess:
     def clip(self, params, max_norm: float) -> float:
         return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
 
+    def all_ranks(self, flag: bool) -> bool:
+        """True iff `flag` holds on every rank (here: this one)."""
+        return flag
+
     def gather_stats(self, sums: dict, token_total: float, tensors: list[list[torch.Tensor]]):
         """Token-weighted stat sums, token total and per-token stat tensors, over every rank."""
         return sums, token_total, tensors
@@ -128,6 +132,13 @@ class DataParallel(SingleProcess):
     def clip(self, params, max_norm: float) -> float:
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+
+    def all_ranks(self, flag: bool) -> bool:
+        # a CUDA tensor only where the backend is nccl alone ("auto" pairs gloo for CPU tensors with it)
+        device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        value = torch.tensor([float(flag)], device=device)
+        dist.all_reduce(value, op=dist.ReduceOp.MIN)
+        return bool(value.item() > 0)
 
     def gather_stats(self, sums: dict, token_total: float, tensors: list[list[torch.Tensor]]):
         # Objects, not a reduced tensor: a rank that ran only zero-weight rows has no statistics at all,

@@ -146,7 +146,8 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
         # sampler vs trainer, as without TIS; every rank computed it over the whole batch: count it once
         first_gaps = [(prox - batch.old_logp).abs()[batch.mask > 0]] if parallel.rank == 0 else []
         batch = dataclasses.replace(batch, old_logp=prox)  # a new Batch: the caller's old_logp stay mu
-    skipped_steps: list[bool] = []  # per optimizer step: skipped for a non-finite gradient norm
+    skipped_steps: list[bool] = []  # per optimizer step: skipped for a non-finite loss or gradient norm
+    loss_skips = 0  # of those, the steps whose loss (some objective term) was not finite
     for _epoch in range(algo.epochs):
         order = torch.randperm(len(batch), generator=generator)
         for rows in order.tensor_split(algo.minibatches):  # exactly `minibatches` parts (chunk() may give fewer)
@@ -156,7 +157,7 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
             weights = AGGREGATIONS[algo.loss_mode](mb.mask, algo.norm_const)  # over the whole minibatch: global
             mb_is_weights = None if is_weights is None else is_weights[rows]
             optimizer.zero_grad(set_to_none=True)
-            backward_rows = 0
+            backward_rows, finite_loss = 0, True
             for part in parallel.parts(len(mb), algo.micro_batch_size):
                 sub, sub_weights = mb.rows(part.index), weights[part.index] * (0.0 if part.dummy else 1.0)
                 sub_is_weights = None if mb_is_weights is None else mb_is_weights[part.index]
@@ -166,6 +167,9 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
                     with parallel.synchronising(model, part.last), torch.set_grad_enabled(backward):
                         loss, stats = minibatch_loss(model, piece, sub_weights[index], algo, ref_model,
                                                      None if sub_is_weights is None else sub_is_weights[index])
+                        # every objective term is summed into the loss, so a NaN/inf term shows here even
+                        # where its gradient is finite (a NaN reference log-prob: k1 and k3 have finite grads)
+                        finite_loss = finite_loss and bool(torch.isfinite(loss))
                         if backward:
                             loss.backward()
                             backward_rows += len(piece)
@@ -183,16 +187,19 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
                 for p in params:
                     p.grad = torch.zeros_like(p)
             grad_norm = parallel.clip(params, algo.max_grad_norm)
-            finite = math.isfinite(grad_norm)
+            finite_loss = parallel.all_ranks(finite_loss)  # every rank skips the same steps
+            finite = finite_loss and math.isfinite(grad_norm)
             if finite:  # a NaN/inf step would poison the weights and Adam's moments for good
                 optimizer.step()
                 grad_norms.append(grad_norm)
             skipped_steps.append(not finite)
+            loss_skips += not finite_loss
     sums, token_total, (first_gaps, log_ratios) = parallel.gather_stats(sums, token_total, [first_gaps, log_ratios])
     metrics = {k: v / max(token_total, 1.0) for k, v in sums.items()}
     metrics.update(tis_metrics)
     metrics["grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else float("nan")
     metrics["nonfinite_skips"] = float(sum(skipped_steps))
+    metrics["nonfinite_loss_skips"] = float(loss_skips)
     metrics["skipped_steps"] = skipped_steps  # a list: the trainer pops it to count skips in a row
     metrics.update(gap_summary(first_gaps))
     metrics.update(log_ratio_summary(log_ratios))
