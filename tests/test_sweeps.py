@@ -37,9 +37,11 @@ def test_a_plain_key_sweep_names_its_arms_from_the_swept_keys_only():
                      "arm='${arm_label:${hydra:job.override_dirname}}'"]
 
 
-def test_an_arm_with_equals_signs_can_be_passed_back():
-    assert quote_labels(["reference=env.reward=hidden", "dir=x", "arm=a", "arm='x=y'"]) == [
-        "reference='env.reward=hidden'", "dir=x", "arm=a", "arm='x=y'"]
+def test_an_arm_or_a_run_dir_with_equals_signs_can_be_passed_back():
+    assert quote_labels(["reference=env.reward=hidden", "dir=x", "arm=a", "arm='x=y'", "-m",
+                         "ckpt=s/env.reward=hidden,algo.lr=0.1_seed0_0/c.safetensors"]) == [
+        "reference='env.reward=hidden'", "dir=x", "arm=a", "arm='x=y'", "-m",
+        "ckpt='s/env.reward=hidden,algo.lr=0.1_seed0_0/c.safetensors'"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -25,7 +25,7 @@ from bugfix_rl.errors import UserError
 COMMANDS = {  # command -> what it does (`bugfix-rl --help`)
     "train": "RL on the training tasks: preflight, GRPO steps, checkpoints chosen on validation, one test",
     "preflight": "the ten invariants of one update on the first batch (+1 or 2 with rollout workers or staleness), then stop",
-    "eval": "evaluate a checkpoint on a split: eval ckpt=<file> [split=test n=32 compare=<file>]",
+    "eval": "evaluate a checkpoint (a run dir: its chosen one) on a split: eval ckpt=<file|run dir> [split=test n=32 compare=...]",
     "report": "ablation table, report.md and forest plot of a sweep: report dir=<multirun dir>",
     "sft": "SFT on demonstrations -> <run dir>/sft.safetensors (then train policy.init=<that file>)",
     "bench": "time the configured rollout path beside one process",
@@ -108,15 +108,16 @@ def _plain_overrides(args: list[str]) -> list[str]:
     return plain
 
 
-LABEL_KEYS = ("arm=", "reference=")  # their values may be a sweep's arm, `env.reward=hidden` (sweeps.py)
-
-
 def quote_labels(args: list[str]) -> list[str]:
-    """`reference=env.reward=hidden` as Hydra can parse it (`reference='env.reward=hidden'`): an arm
-    label holds `=` and `,`, which Hydra reads as syntax unless the value is quoted."""
-    return [f"{arg.split('=', 1)[0]}='{arg.split('=', 1)[1]}'"
-            if arg.startswith(LABEL_KEYS) and "=" in arg.split("=", 1)[1] and arg.split("=", 1)[1][:1] not in "'\"$"
-            else arg for arg in args]
+    """`reference=env.reward=hidden` or `ckpt=<sweep>/env.reward=hidden_seed0_0` as Hydra can parse them
+    (the value quoted): a sweep's arm label (sweeps.py), and so its run dirs, hold `=` (and `,` when
+    several keys vary), which Hydra reads as syntax; an unquoted value with `=` is never valid Hydra."""
+    quoted = []
+    for arg in args:
+        key, _, value = arg.partition("=")
+        plain = not arg.startswith("-") and value[:1] not in ("'", '"', "$", "[", "{")
+        quoted.append(f"{key}='{value}'" if plain and "=" in value and "'" not in value else arg)
+    return quoted
 
 
 def check_overrides(command: str, args: list[str]) -> None:

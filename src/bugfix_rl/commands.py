@@ -118,14 +118,17 @@ def starts_command(cfg) -> list:
 
 
 def eval_command(cfg) -> dict:
-    """`bugfix-rl eval ckpt=<file> [compare=<file>] split=... n=...`: print the evaluation, optionally save it."""
+    """`bugfix-rl eval ckpt=<file or run dir> [compare=<file or run dir>] split=... n=...`: print the
+    evaluation (a run dir: its chosen checkpoint), optionally save it."""
     from bugfix_rl.errors import UserError
     from bugfix_rl.evaluate.checkpoint_eval import run_eval
     from bugfix_rl.evaluate.tables import print_eval
+    from bugfix_rl.inputs import checkpoint_of
 
     torch.set_num_threads(cfg.threads)
+    ckpt, compare = checkpoint_of(cfg.ckpt), cfg.compare and checkpoint_of(cfg.compare)  # a run dir: its chosen one
     try:
-        result = run_eval(cfg.ckpt, cfg.split, cfg.n, cfg.seed, cfg.top, cfg.compare,
+        result = run_eval(ckpt, cfg.split, cfg.n, cfg.seed, cfg.top, compare,
                           cfg.explain_below if cfg.explain else None)
     except ValueError as err:
         raise UserError(str(err)) from None

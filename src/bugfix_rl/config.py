@@ -249,6 +249,9 @@ class StopConfig:
     zero_adv_window: int = 0  # stop once zero_adv_frac has been above zero_adv_threshold for this many steps
     zero_adv_threshold: float = 0.7  # (the training signal is spent: most groups all-pass or all-fail)
     max_infra_share: float = 0.5  # stop once a step's share of infrastructure-failed episodes exceeds this; 1 = never
+    collapse: str = "warn"  # the collapse alarm (stopping.collapse_reason): warn (stderr + dashboard) | stop (also end the run) | off
+    collapse_window: int = 3  # steps in a row the collapse condition must hold
+    collapse_entropy: float = 0.01  # policy entropy (nats per policy token) below which the policy counts as deterministic
 
 
 @dataclass
@@ -339,8 +342,8 @@ class TrainConfig:
 class EvalCommandConfig:
     """`bugfix-rl eval`."""
 
-    ckpt: str = MISSING
-    compare: Optional[str] = None  # a second checkpoint: paired difference ckpt - compare
+    ckpt: str = MISSING  # a checkpoint file, or a finished run dir (its chosen checkpoint: best validation)
+    compare: Optional[str] = None  # a second checkpoint or run dir of the same env: paired difference ckpt - compare
     split: str = "test"  # train | val | test | heldout | shapes (checkpoint_eval.SPLITS)
     n: int = 32
     seed: int = 4
@@ -437,6 +440,7 @@ CHOICES = {
     "rollout.engine": ("ray", "local"),
     "trainer.strategy": ("single", "ddp", "fsdp"),
     "trainer.backend": ("auto", "gloo", "nccl"),
+    "stop.collapse": ("warn", "stop", "off"),
     "policy.base.lr_schedule": ("constant", "cosine"),  # algo/sft.py: LR_SCHEDULES (test_packing checks they agree)
     "policy.tools_base.lr_schedule": ("constant", "cosine"),
 }
@@ -445,7 +449,7 @@ POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "alg
             "algo.minibatches", "algo.max_sample_rounds", "env.max_turns", "threads", "eval.n_val",
             "eval.n_test", "algo.max_grad_norm", "algo.max_nonfinite_skips", "bench.repeats", "bench.baseline_threads", "cold_start.steps",
             "cold_start.batch_size", "cold_start.demos", "cold_start.rejection_per_task", "cold_start.lr",
-            "steps", "trainer.world_size", "trainer.timeout_minutes",
+            "steps", "trainer.world_size", "trainer.timeout_minutes", "stop.collapse_window", "stop.collapse_entropy",
             "env.sandbox.timeout_s", "env.sandbox.cpu_s", "env.sandbox.memory_mb", "env.sandbox.file_mb",
             "env.sandbox.nproc", "env.sandbox.workers")
 

@@ -92,6 +92,26 @@ def last_checkpoint(run_dir: Path) -> Path | None:
     return steps[-1] if steps else None
 
 
+def checkpoint_of(path: str) -> str:
+    """`path` itself, or for a run dir its chosen checkpoint (eval.json's chosen_step: best validation),
+    what `eval ckpt=<run dir>` evaluates; UserError for a run dir that has not finished."""
+    import json
+
+    folder = Path(path)
+    if not folder.is_dir():
+        return path
+    result = folder / "eval.json"
+    if not result.is_file():
+        last = last_checkpoint(folder)
+        raise UserError(f"{path} is a folder without eval.json (not a finished run), so it has no chosen checkpoint"
+                        + (f"; pass a checkpoint, e.g. its last: {last}" if last else " and no checkpoints"))
+    try:
+        step = int(json.loads(result.read_text())["chosen_step"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise UserError(f"cannot read the chosen checkpoint from {result}: {type(err).__name__}: {err}") from None
+    return str(folder / "checkpoints" / f"step_{step:03d}.safetensors")
+
+
 def check_starts(starts) -> None:
     """`bugfix-rl starts` settings: enough episodes for pass@8, a group, known policies."""
     if starts.n < 8 or starts.group_size < 2:

@@ -19,6 +19,7 @@ from bugfix_rl.checkpoint import CheckpointError, load_checkpoint
 from bugfix_rl.evaluate.evaluate import (action_sequences, behaviour_stats, per_task_table, sample_trajectories,
                                          success_counts)
 from bugfix_rl.evaluate.intervals import task_mean_interval
+from bugfix_rl.evaluate.coverage_regimes import one_policy_warning
 from bugfix_rl.evaluate.reliability import reliability_summary
 from bugfix_rl.evaluate.stats import mcnemar, paired_summary, pass_at_k, pass_at_k_curve
 from bugfix_rl.gym.tasks import make_tasks
@@ -126,6 +127,7 @@ def evaluate_policy(policy: LoadedPolicy, split: str, n: int, seed: int, top: in
         "pass_at_k": pass_at_ks(counts, n),
         "pass_at_k_curve": pass_at_k_curve(n, counts),
         **reliability_summary(counts, n, KS),  # pass_hat_k, flip_rate, noise_floor
+        "interval_warning": one_policy_warning(counts, n),  # None unless Wilson under-covers here
         "per_task": [int(c) for c in counts.tolist()],
         "outcomes": [int(t.info.success) for t in trajectories],  # [T * n], task-contiguous
         "behaviour": behaviour_stats(trajectories),
@@ -152,6 +154,10 @@ def run_eval(ckpt: str, split: str, n: int, seed: int, top: int = 5, compare: st
         raise ValueError(f"n={n} must be >= 1 (episodes per task)")
     paths = [ckpt] + ([compare] if compare else [])
     policies = [load_policy(p) for p in paths]  # load all first: a bad second path fails before sampling
+    envs = [p.cfg.env.name for p in policies]
+    if len(set(envs)) > 1:  # the pairing needs the same tasks in the same env: one episode stream
+        raise ValueError(f"compare={compare} was trained on env={envs[1]} and ckpt={ckpt} on env={envs[0]}:"
+                         " a paired comparison needs checkpoints of one env")
     result = {"split": split, "n": n, "seed": seed, "tasks": [t.name for t in make_tasks(split)],
               "models": [evaluate_policy(p, split, n, seed, top, explain_below) for p in policies]}
     if compare:

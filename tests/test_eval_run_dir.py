@@ -1,0 +1,62 @@
+"""`bugfix-rl eval` takes a run dir (its chosen checkpoint) and refuses to pair checkpoints of two envs
+(issue 38: a run dir was "not found", and McNemar was printed across envs)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bugfix_rl.checkpoint import model_tensors, save_checkpoint
+from bugfix_rl.config import TrainConfig
+from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bugfix_rl.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+def _one_line(result: subprocess.CompletedProcess) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A finished one-step `+exp=smoke` run: checkpoints 0 and 1, eval.json naming the chosen one."""
+    run = tmp_path_factory.mktemp("smoke") / "run"
+    result = _cli("train", "+exp=smoke", "steps=1", "preflight=false", "threads=1", f"hydra.run.dir={run}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return run
+
+
+def test_eval_of_a_run_dir_evaluates_its_chosen_checkpoint(run_dir, tmp_path):
+    chosen = json.loads((run_dir / "eval.json").read_text())["chosen_step"]
+    result = _cli("eval", f"ckpt={run_dir}", "n=1", "threads=1", f"out={tmp_path}/eval.json")
+    assert result.returncode == 0, result.stderr
+    models = json.loads((tmp_path / "eval.json").read_text())["models"]
+    assert models[0]["path"] == str(run_dir / "checkpoints" / f"step_{chosen:03d}.safetensors")
+    assert models[0]["step"] == chosen
+
+
+def test_eval_of_an_unfinished_run_dir_names_its_last_checkpoint(run_dir, tmp_path):
+    unfinished = tmp_path / "unfinished"
+    (unfinished / "checkpoints").mkdir(parents=True)
+    (unfinished / "checkpoints" / "step_000.safetensors").write_bytes((run_dir / "checkpoints" / "step_000.safetensors").read_bytes())
+    line = _one_line(_cli("eval", f"ckpt={unfinished}", "n=1"))
+    assert "without eval.json" in line and "step_000.safetensors" in line
+
+
+def test_compare_across_envs_is_one_line_exit_2(run_dir, tmp_path):
+    cfg = TrainConfig()
+    cfg.env.name, cfg.policy.copy_head = "tools", True
+    tokenizer = build_tokenizer_for(cfg)
+    tools = save_checkpoint(tmp_path / "tools.safetensors", model_tensors(build_policy(cfg.policy, tokenizer, init="scratch")),
+                            {"kind": "policy", "step": 0, "config": dataclasses.asdict(cfg), "vocab": list(tokenizer.words)})
+    line = _one_line(_cli("eval", f"ckpt={run_dir}", f"compare={tools}", "n=1"))
+    assert "env=tools" in line and "env=edit_menu" in line and "one env" in line
