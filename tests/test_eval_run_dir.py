@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from bugfix_rl.checkpoint import model_tensors, save_checkpoint
 from bugfix_rl.config import TrainConfig
@@ -60,3 +61,15 @@ def test_compare_across_envs_is_one_line_exit_2(run_dir, tmp_path):
                             {"kind": "policy", "step": 0, "config": dataclasses.asdict(cfg), "vocab": list(tokenizer.words)})
     line = _one_line(_cli("eval", f"ckpt={run_dir}", f"compare={tools}", "n=1"))
     assert "env=tools" in line and "env=edit_menu" in line and "one env" in line
+
+
+def test_pass_at_k_with_fewer_episodes_than_k_is_not_a_number_printed_as_nan(run_dir):
+    """n=2 test episodes per task (smoke): pass@4 and pass@8 do not exist; summary.md and the console's
+    last lines said `nan`, now `n/a (n=2<4)`."""
+    from bugfix_rl.evaluate.stats import pass_rate_summary
+    from bugfix_rl.report_run import pass_at_text
+
+    assert pass_at_text(pass_rate_summary(torch.tensor([1, 2, 0]), 2), 4) == "n/a (n=2<4)"
+    assert pass_at_text(pass_rate_summary(torch.tensor([1, 0]), 4), 4) == "0.500"  # (1 - C(3,4)/C(4,4) + 0) / 2
+    summary = (run_dir / "summary.md").read_text()
+    assert "n/a (n=2<4)" in summary and "n/a (n=2<8)" in summary and "nan" not in summary

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from bugfix_rl.dashboard import ASYNC_KEYS, CONSOLE_KEYS
 from bugfix_rl.progress import bar_columns
-from bugfix_rl.report_run import gain_kept_lines, start_chosen_lines
+from bugfix_rl.report_run import gain_kept_lines, pass_at_text, start_chosen_lines
 
 
 def _fmt(value) -> str:
@@ -87,7 +87,7 @@ class TrainConsole:
             for name in ("base", "chosen"):
                 t = test[name]
                 self.print(f"test {name:<6} pass@1 {t['pass_at_1']:.3f} [{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]"
-                           f" pass@4 {t.get('pass_at_4', float('nan')):.3f} pass@8 {t.get('pass_at_8', float('nan')):.3f}"
+                           f" pass@4 {pass_at_text(t, 4)} pass@8 {pass_at_text(t, 8)}"
                            f" per task {t['per_task']} ({t['tasks']} tasks x {t['n']}, seed {self.cfg.seed})")
             d = test["paired_diff"]
             self.print(f"chosen - base, paired over {d['tasks']} test tasks: {d['diff']:+.3f}"

@@ -13,6 +13,12 @@ def _rate(summary: dict) -> str:
     return f"{summary['pass_at_1']:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+def pass_at_text(summary: dict, k: int) -> str:
+    """pass@k of a pass_rate_summary, or why there is none: it needs k <= n episodes per task."""
+    value = summary.get(f"pass_at_{k}")
+    return f"{value:.3f}" if value is not None else f"n/a (n={summary['n']}<{k})"
+
+
 def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
     cfg = result["config"]
     lines = [f"# {cfg['experiment']} / arm {cfg['arm']} / seed {cfg['seed']}", "",
@@ -34,8 +40,8 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
                   "| model | pass@1 [95% CI] | pass@4 | pass@8 | per task |", "|---|---|---|---|---|"]
         for name in ("base", "chosen"):
             t = test[name]
-            lines.append(f"| {name} | {_rate(t)} | {t.get('pass_at_4', float('nan')):.3f} |"
-                         f" {t.get('pass_at_8', float('nan')):.3f} | {t['per_task']} (of {t['n']}) |")
+            lines.append(f"| {name} | {_rate(t)} | {pass_at_text(t, 4)} | {pass_at_text(t, 8)} |"
+                         f" {t['per_task']} (of {t['n']}) |")
         d = test["paired_diff"]
         lines += ["", f"chosen - base, paired over {n_tasks} test tasks: {d['diff']:+.3f}"
                   f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] (one seed; the interval, t + MOVER hull, is over tasks, not seeds).",
