@@ -2,7 +2,8 @@
 
 First the intervals we print (each cell: `repeats` simulated evaluations, default 10000, from
 evaluate/coverage.py's gym model; the count of intervals that hold the true value), then the
-intervals they replaced, on the same model (1000 repeats each: the bootstraps run one at a time).
+intervals they replaced, on the same model (1000 repeats each: the bootstraps run one at a time), then
+the two regimes outside the model where the printed intervals under-cover (`repeats` each).
 About 11 s on 2 cores.
 """
 
@@ -12,8 +13,8 @@ import bugfix_rl  # noqa: F401  (pins the CPU kernels before torch loads)
 import torch
 from scipy.stats import t as student_t
 
-from bugfix_rl.evaluate.coverage import (Cell, GymModel, coverage_table, simulate_arms, simulate_one_run,
-                                         table_markdown)
+from bugfix_rl.evaluate.coverage import (Cell, GymModel, coverage_table, regime_cells, simulate_arms,
+                                         simulate_one_run, table_markdown)
 from bugfix_rl.evaluate.stats import bootstrap_ci, paired_bootstrap_diff
 
 
@@ -45,3 +46,5 @@ if __name__ == "__main__":
     print(table_markdown(coverage_table(repeats=repeats)))
     print()
     print(table_markdown(replaced_cells()))
+    print()
+    print(table_markdown(regime_cells(repeats=repeats)))

@@ -1,4 +1,4 @@
-"""Refresh docs/STATISTICS.md's generated blocks: the coverage tables and `bugfix-rl plan` on the newest
+"""Refresh docs/STATISTICS.md's generated blocks: the coverage tables (regimes where they fail included) and `bugfix-rl plan` on the newest
 ablation sweep under outputs/reproduce/ (`make docs` runs it after scripts/reproduce.sh).
 
     .venv/bin/python scripts/statistics_doc.py [ablation sweep dir]
@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coverage_table import replaced_cells  # noqa: E402  (a sibling script)
 
 from bugfix_rl.config import PlanConfig  # noqa: E402
-from bugfix_rl.evaluate.coverage import coverage_table, table_markdown  # noqa: E402
+from bugfix_rl.evaluate.coverage import coverage_table, regime_cells, table_markdown  # noqa: E402
 from bugfix_rl.plan import plan_lines  # noqa: E402
 
 DOC = Path("docs/STATISTICS.md")
@@ -35,6 +35,7 @@ if __name__ == "__main__":
     text = DOC.read_text()
     text = splice(text, "coverage", table_markdown(coverage_table(repeats=10_000)))
     text = splice(text, "replaced", table_markdown(replaced_cells()))
+    text = splice(text, "regimes", table_markdown(regime_cells(repeats=10_000)))
     lines = plan_lines(PlanConfig(dir=str(sweep)))
     text = splice(text, "plan", "```\n$ bugfix-rl plan dir=" + str(sweep) + "\n" + "\n".join(lines) + "\n```")
     DOC.write_text(text)

@@ -85,9 +85,13 @@ def test_the_reports_noise_floor_by_hand():
     floor = noise_floor(rows, 0.05, 4)
     assert floor["mean_flip_rate"] == pytest.approx(11 / 24)
     assert floor["evaluations"] == pytest.approx(1.959964 * math.sqrt(11 / 24 / 8), rel=1e-6)
-    assert floor["runs"] == pytest.approx(1.959964 * math.sqrt(2) * 0.05, rel=1e-6)
+    assert floor["runs"] == floor["evaluations"]  # 1.96 sqrt(2) 0.05 = 0.139 is below the evaluations' own 0.469
+    assert noise_floor(rows, 0.2, 4)["runs"] == pytest.approx(1.959964 * math.sqrt(2) * 0.2, rel=1e-6)
     assert noise_floor(rows, None, 1) == {"runs": None, "evaluations": None, "mean_flip_rate": None}
     power = {"seed_sd": 0.05, "task_diff_sd": None, "task_diff_arm": None, "left_out": [], "table": [],
              "tasks": 2, "episodes": 4, "noise_floor": floor}
     line = next(line for line in power_lines(power) if line.startswith("noise floor"))
-    assert "two runs of one arm differ by up to 0.139" in line and "by up to 0.469" in line
+    assert "two runs of one arm differ by up to 0.469 (1.96 sqrt(2) x seed sd, at least the next)" in line
+    assert "two evaluations of one checkpoint by up to 0.469" in line
+    power["noise_floor"] = noise_floor(rows, None, 4)
+    assert "differ by up to - (needs an arm with >= 2 seeds)" in next(l for l in power_lines(power) if "noise" in l)

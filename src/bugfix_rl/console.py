@@ -89,6 +89,8 @@ class TrainConsole:
                 self.print(f"test {name:<6} pass@1 {t['pass_at_1']:.3f} [{t['ci'][0]:.3f}, {t['ci'][1]:.3f}]"
                            f" pass@4 {pass_at_text(t, 4)} pass@8 {pass_at_text(t, 8)}"
                            f" per task {t['per_task']} ({t['tasks']} tasks x {t['n']}, seed {self.cfg.seed})")
+                if t.get("interval_warning"):
+                    self.print(f"  warning: {t['interval_warning']}")
             d = test["paired_diff"]
             self.print(f"chosen - base, paired over {d['tasks']} test tasks: {d['diff']:+.3f}"
                        f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from bugfix_rl.evaluate.coverage_regimes import arms_design_warning
 from bugfix_rl.evaluate.intervals import arm_difference, paired_task_interval
 from bugfix_rl.evaluate.power import minimum_detectable_effect, seeds_needed, units_needed, variance_components
 from bugfix_rl.evaluate.reliability import Z_95, flip_rate, run_noise_floor
@@ -222,14 +223,17 @@ def noise_floor(rows: list[ArmRow], seed_sd: float | None, episodes: int | None)
     """The smallest pass@1 difference this design can show (reliability.py), 95%: `runs`, between two
     training runs of one arm (1.96 sqrt(2) seed_sd; None without an arm of >= 2 seeds), and `evaluations`,
     between two evaluations of one checkpoint (episode noise alone, from the mean unbiased flip rate of
-    every run's tasks; None at one episode per task). A single-run difference below `runs` is noise."""
+    every run's tasks; None at one episode per task; `runs` is never below it). A single-run difference
+    below `runs` is noise."""
     evaluations, mean_flip = None, None
     if episodes and episodes >= 2:
         counts = torch.cat([r.task_rates for r in rows]).mul(episodes).round()  # [runs, T]
         mean_flip = float(flip_rate(episodes, counts.reshape(-1)).mean())
         evaluations = Z_95 * (mean_flip / (episodes * counts.shape[1])) ** 0.5
-    return {"runs": run_noise_floor(seed_sd) if seed_sd else None, "evaluations": evaluations,
-            "mean_flip_rate": mean_flip}
+    runs = run_noise_floor(seed_sd) if seed_sd else None
+    if runs is not None and evaluations is not None:
+        runs = max(runs, evaluations)  # a run's score holds its evaluation's noise; a few seeds' sd can say less
+    return {"runs": runs, "evaluations": evaluations, "mean_flip_rate": mean_flip}
 
 
 @dataclass
@@ -275,6 +279,8 @@ def build_report(root: str | Path, reference: str) -> Report:
     notes = list(notes) + unfinished_runs(root)
     reference = choose_reference(arms, reference)
     rows = ablation_rows(arms, source, reference)
+    warning = arms_design_warning(int(rows[0].task_rates.shape[1])) if len(rows) > 1 else None
+    notes += [f"warning: {warning}"] if warning else []
     kept = [run for by_seed in arms.values() for run in by_seed.values()]
     episodes = kept[0].episodes[source]
     shapes = None
@@ -354,11 +360,12 @@ def power_lines(power: dict) -> list[str]:
              + (f" ({power['task_diff_arm']} vs reference)" if power["task_diff_arm"] else " (needs a second arm)"))
     lines = [first]
     floor = power.get("noise_floor") or {}
+    runs = (f"{floor['runs']:.3f} (1.96 sqrt(2) x seed sd, at least the next)" if floor.get("runs")
+            else "- (needs an arm with >= 2 seeds)")
     lines.append(f"noise floor (95%, {power['tasks']} tasks x {power['episodes']} episodes): two runs of one arm differ"
-                 f" by up to {_num(floor.get('runs'))} (1.96 sqrt(2) x seed sd"
-                 + ("" if floor.get("runs") else ": needs an arm with >= 2 seeds") + "); two evaluations of one"
-                 f" checkpoint by up to {_num(floor.get('evaluations'))} (episode noise alone, mean flip rate"
-                 f" {_num(floor.get('mean_flip_rate'))}). A difference between two single runs below the first is noise.")
+                 f" by up to {runs}; two evaluations of one checkpoint by up to {_num(floor.get('evaluations'))}"
+                 f" (episode noise alone, mean flip rate {_num(floor.get('mean_flip_rate'))}). A difference between"
+                 f" two single runs below the first is noise.")
     if power.get("left_out"):
         lines.append(f"left out of the variance estimates (mean pass@1 at the floor or ceiling): {', '.join(power['left_out'])}")
     for row in power["table"]:

@@ -15,6 +15,11 @@ asked for.
 Cells (`coverage_table`): one run's pass@1 (what `eval` and `train` print for a policy), chosen minus
 base in one run (the paired interval of `eval compare=` and of `train`'s test), and arm minus
 reference over seeds (what `report` prints).
+
+Two regimes outside that model, where the printed intervals fall below 0.93 (`regime_cells`; issue 39):
+all-or-nothing tasks (each task's episodes all pass or all fail) at a low mean, where Wilson over tasks
+is a binomial interval with its known dips, and a gain that sits in one task type of five, which a
+handful of tasks drawn at random often miss entirely. evaluate/coverage_regimes.py warns there.
 """
 
 from __future__ import annotations
@@ -138,6 +143,59 @@ def arms_cell(model: GymModel, tasks: int, seeds: int, difference: float, repeat
     result = arm_difference(a, b)
     return Cell("report: arm - reference, seeds x tasks", tasks, seeds, difference,
                 *_covers(result.lo, result.hi, truth), repeats)
+
+
+def all_or_nothing_cell(mean: float, tasks: int, repeats: int, generator: torch.Generator) -> Cell:
+    """pass@1 of one policy whose tasks are all-or-nothing: each task passes every episode with
+    probability `mean`, else fails every one (the truth is `mean`)."""
+    rates = (torch.rand(repeats, tasks, generator=generator, dtype=torch.float64) < mean).double()  # [R, T]
+    _, lo, hi = task_mean_interval(rates)
+    return Cell(f"eval/train: pass@1, all-or-nothing tasks, mean {mean:g}", tasks, 1, 0.0,
+                *_covers(lo, hi, mean), repeats)
+
+
+def simulate_concentrated_gain(model: GymModel, tasks: int, seeds: int, difference: float, repeats: int,
+                               generator: torch.Generator, types: int = 5):
+    """simulate_arms where the arm's gain sits in one task type of `types`: each drawn task has that
+    type with probability 1/types, and only those tasks get the arm's shift, solved so that the
+    population difference is `difference`. The reference sits at the base level (room for the gain)."""
+    sd, level = model.total_sd, model.base_level
+    reference = population_mean(level, sd)
+    shift = level_for(reference + types * difference, sd) - level  # the one type's own gain, types x larger
+
+    def normal(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    task = model.task_sd * normal(repeats, 1, tasks)
+    gaining = (torch.rand(repeats, 1, tasks, generator=generator) < 1 / types).double()  # [R, 1, T]
+
+    def arm(arm_shift: torch.Tensor | float) -> torch.Tensor:  # [R, S, T]
+        logits = (level + arm_shift + task + model.arm_task_sd * normal(repeats, 1, tasks)
+                  + model.seed_sd * normal(repeats, seeds, 1) + model.seed_task_sd * normal(repeats, seeds, tasks))
+        return _rates(logits, model.episodes, generator)
+
+    truth = (population_mean(level + shift, sd) - reference) / types
+    return arm(shift * gaining), arm(0.0), truth
+
+
+def concentrated_gain_cell(model: GymModel, tasks: int, seeds: int, difference: float, repeats: int,
+                           generator: torch.Generator) -> Cell:
+    """report's arm - reference when the gain sits in one task type of five."""
+    a, b, truth = simulate_concentrated_gain(model, tasks, seeds, difference, repeats, generator)
+    result = arm_difference(a, b)
+    return Cell("report: arm - reference, gain in 1 task type of 5", tasks, seeds, difference,
+                *_covers(result.lo, result.hi, truth), repeats)
+
+
+def regime_cells(repeats: int = 4000, seed: int = 0, model: GymModel | None = None) -> list[Cell]:
+    """The two regimes where the printed intervals under-cover (the docstring above), beside cells
+    of the same regimes where they hold."""
+    model = model or GymModel()
+    generator = torch.Generator().manual_seed(seed)
+    cells = [all_or_nothing_cell(mean, tasks, repeats, generator) for mean in (0.1, 0.5) for tasks in (5, 10, 20)]
+    cells += [concentrated_gain_cell(model, tasks, seeds, 0.1, repeats, generator)
+              for tasks in (5, 10, 20) for seeds in (3, 5)]
+    return cells
 
 
 def coverage_table(repeats: int = 4000, seed: int = 0, model: GymModel | None = None,

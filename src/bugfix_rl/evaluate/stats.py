@@ -15,6 +15,7 @@ import torch
 from scipy.special import ndtri  # scipy.stats.norm.ppf's function, without importing scipy.stats (0.84 s)
 
 from bugfix_rl.evaluate.intervals import paired_task_interval, task_mean_interval
+from bugfix_rl.evaluate.coverage_regimes import one_policy_warning
 from bugfix_rl.evaluate.reliability import reliability_summary
 
 
@@ -215,7 +216,8 @@ def pass_rate_summary(
     Returns:
         {"pass_at_<k>": float for each kept k, "ci": [lo, hi] for pass@1 (intervals.task_mean_interval),
         "per_task": [T] ints, "n": n, "tasks": T}, and reliability.reliability_summary's "pass_hat_k",
-        "flip_rate" and "noise_floor".
+        "flip_rate" and "noise_floor"; "interval_warning": coverage_regimes.one_policy_warning (None
+        unless every task is all-or-nothing, where Wilson under-covers).
     """
     counts = torch.as_tensor(counts)
     summary: dict = {}
@@ -228,6 +230,7 @@ def pass_rate_summary(
     summary["n"] = n
     summary["tasks"] = int(counts.shape[0])
     summary.update(reliability_summary(counts, n, ks))
+    summary["interval_warning"] = one_policy_warning(counts, n)
     return summary
 
 

@@ -42,6 +42,8 @@ def print_eval(result: dict, console: Console | None = None) -> None:
     for name, m in zip(names, models):
         line = reliability_line(m, len(tasks), n)
         console.print(f"{name}: {line}" if line else f"{name}: pass^k and flip rate need n >= 2 episodes per task")
+        if m.get("interval_warning"):
+            console.print(f"{name}: warning: {m['interval_warning']}")
 
     per_task = Table(title="per task: successes of n, most common first edits")
     per_task.add_column("task")
