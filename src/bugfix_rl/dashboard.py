@@ -19,7 +19,7 @@ from bugfix_rl.evaluate.evaluate import behaviour_stats
 PANELS = {  # panel -> keys; quantities of different size never share an axis
     "outcome": ("reward", "pass_rate", "exploit", "public_hidden_gap"),
     "behaviour": ("reads", "tests", "edits", "turns", "malformed", "failed"),
-    "policy": ("entropy", "zero_adv_frac"),
+    "policy": ("entropy", "zero_adv_frac", "collapse_alarm"),  # collapse_alarm: 1 at steps stopping.collapse_alarm fired
     "update size": ("approx_kl", "clip_frac"),  # log scale: both live near 1e-4..1e-1
     "gradient": ("grad_norm", "nonfinite_skips"),
     "consistency": ("logp_gap", "logp_gap_mean", "logp_gap_p99"),
@@ -27,6 +27,7 @@ PANELS = {  # panel -> keys; quantities of different size never share an axis
     "infrastructure": ("infra_masked", "infra_groups_dropped"),  # drawn when a run masked any episode
 }
 LOG_PANELS = {"update size": "log", "consistency": "symlog"}
+ALARMS = ("collapse_alarm",)  # 0/1 series, drawn only in a run where they fired
 CONSOLE_KEYS = ("reward", "reads", "tests", "entropy", "zero_adv_frac", "approx_kl", "clip_frac", "grad_norm",
                 "logp_gap")
 ASYNC_KEYS = ("staleness_mean", "tis_truncated_frac")  # added to the console row when max_staleness > 0
@@ -144,7 +145,7 @@ def dashboard_figure(rows: list[dict], title: str = "", validation: dict | None 
         drawn = []
         for key in keys:
             values = [float("nan") if r.get(key) is None else r[key] for r in rows]
-            if all(v != v for v in values):
+            if all(v != v for v in values) or (key in ALARMS and not any(v == 1.0 for v in values)):
                 continue
             hidden = any(values == other for other in drawn)  # exactly under a series already drawn
             ax.plot(steps, values, label=key + (" (= above)" if hidden else ""),

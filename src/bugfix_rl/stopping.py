@@ -9,8 +9,13 @@
     decided by infrastructure (`infra_share`, algo/infra_mask.py; masked from training, but a run
     that loses that many is measuring its cluster, not its policy).
 
-The trainer asks after every step (b) and (c) and after every checkpoint (a); the first rule that fires ends
-the run at that step, which is then checkpointed, and eval.json records the rule and the step.
+(d) the policy collapsed (`collapse_reason`): its entropy stayed below `collapse_entropy` while the
+    reward did not rise, or its gradient was exactly 0 although some group carried an advantage, for
+    `collapse_window` steps. `stop.collapse`: warn (the default: a line on stderr and `collapse_alarm`
+    on the dashboard), stop (also ends the run, as the rules above do) or off.
+
+The trainer asks after every step (b), (c) and (d) and after every checkpoint (a); the first rule that fires
+ends the run at that step, which is then checkpointed, and eval.json records the rule and the step.
 """
 
 from __future__ import annotations
@@ -34,6 +39,36 @@ def signal_spent(rows: list[dict], window: int, threshold: float) -> bool:
     return all(value is not None and value > threshold for value in recent)
 
 
+def collapse_reason(rows: list[dict], window: int, entropy_floor: float) -> str | None:
+    """Why the policy looks collapsed over the last `window` steps, in words, or None. window 0: never.
+
+    - deterministic and not improving: entropy (per policy token) below `entropy_floor` at every step
+      while the reward did not rise (last <= first) and not every episode passed (a policy that
+      solves everything may be sure of itself);
+    - dead gradient: grad_norm exactly 0 at every step although some group had rewards that differed
+      (zero_adv_frac < 1). With every group all-equal a zero gradient is expected; `signal_spent`
+      is the rule for that."""
+    if window <= 0 or len(rows) < window:
+        return None
+    recent = rows[-window:]
+    entropies = [row.get("entropy") for row in recent]
+    rewards = [row.get("reward") for row in recent]
+    if (all(e is not None and e < entropy_floor for e in entropies) and None not in rewards
+            and rewards[-1] <= rewards[0] and not all(row.get("pass_rate") == 1.0 for row in recent)):
+        return (f"policy collapse: entropy below {entropy_floor:g} for {window} steps while the reward went"
+                f" {rewards[0]:.3f} -> {rewards[-1]:.3f}")
+    if all(row.get("grad_norm") == 0.0 and row.get("zero_adv_frac", 1.0) < 1.0 for row in recent):
+        return f"policy collapse: gradient exactly 0 for {window} steps although groups had advantages"
+    return None
+
+
+def collapse_alarm(stop, rows: list[dict]) -> str | None:
+    """collapse_reason under the run's stop.* settings (None with stop.collapse=off)."""
+    if stop.collapse == "off":
+        return None
+    return collapse_reason(rows, stop.collapse_window, stop.collapse_entropy)
+
+
 def stop_reason(stop, validation: dict[int, dict], rows: list[dict], at_checkpoint: bool) -> str | None:
     """The rule that ends the run now, in words, or None. `stop` is a config.StopConfig."""
     if at_checkpoint and validation_stalled(validation, stop.patience, stop.min_delta):
@@ -48,4 +83,8 @@ def stop_reason(stop, validation: dict[int, dict], rows: list[dict], at_checkpoi
     if signal_spent(rows, stop.zero_adv_window, stop.zero_adv_threshold):
         return (f"training signal spent: zero_adv_frac above {stop.zero_adv_threshold:g} for"
                 f" {stop.zero_adv_window} steps")
+    if stop.collapse == "stop":
+        collapsed = collapse_alarm(stop, rows)
+        if collapsed:
+            return collapsed + " (stop.collapse=stop)"
     return None

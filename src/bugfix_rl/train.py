@@ -37,7 +37,7 @@ from bugfix_rl.progress import PhaseProgress
 from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_step_tasks
 from bugfix_rl.rollout.pool import make_pool
 from bugfix_rl.rollout.trajectory import collate
-from bugfix_rl.stopping import stop_reason
+from bugfix_rl.stopping import collapse_alarm, stop_reason
 from bugfix_rl.viewer import pick_episodes, write_run_page
 
 
@@ -302,6 +302,10 @@ def run_training(cfg, run_dir: Path) -> dict:
             for step in range(start, cfg.steps):
                 row = trainer.step(step)
                 state.rows.append(row)
+                alarm = collapse_alarm(cfg.stop, state.rows)
+                if alarm and not any(r.get("collapse_alarm") for r in state.rows[:-1]):  # said once, when it starts
+                    print(f"warning: step {step}: {alarm}", file=sys.stderr)
+                row["collapse_alarm"] = float(alarm is not None)
                 for logger in loggers:
                     logger.log(row)
                 view.row(row)
@@ -473,6 +477,7 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
         "train": {"late_reward": _late_mean(state.rows, "reward"), "final_entropy": state.rows[-1].get("entropy"),
                   "final_exploit": state.rows[-1].get("exploit"), "late_exploit": _late_mean(state.rows, "exploit"),
                   "sampled_episodes": sum(r["sampled_episodes"] for r in state.rows),
+                  "collapse_alarm_steps": [r["step"] for r in state.rows if r.get("collapse_alarm")],
                   "seconds_per_step": sum(r["time_sample"] + r["time_update"] for r in state.rows) / len(state.rows)},
     }
     if cfg.eval.test:
