@@ -147,8 +147,11 @@ def dashboard_figure(rows: list[dict], title: str = "", validation: dict | None 
             values = [float("nan") if r.get(key) is None else r[key] for r in rows]
             if all(v != v for v in values) or (key in ALARMS and not any(v == 1.0 for v in values)):
                 continue
+            zeros = LOG_PANELS.get(panel) == "log" and any(v <= 0 for v in values)
+            if zeros:  # a log axis would draw a step's 0 as a line down to its floor
+                values = [v if v > 0 else float("nan") for v in values]
             hidden = any(values == other for other in drawn)  # exactly under a series already drawn
-            ax.plot(steps, values, label=key + (" (= above)" if hidden else ""),
+            ax.plot(steps, values, label=key + (" (= above)" if hidden else "") + (" (0 not drawn)" if zeros else ""),
                     linestyle="--" if hidden else "-", marker="." if hidden else None)
             drawn.append(values)
         if panel == "outcome" and validation:

@@ -186,7 +186,8 @@ def write_run_page(run_dir: Path, result: dict, episodes: dict[str, list], token
 
 def sweep_page(report) -> str:
     """`report`'s page: the ablation table, the forest plot, the verdicts, and a link to each run's page."""
-    from bugfix_rl.evaluate.ablation import describe_shapes, shapes_table, table_cells, table_header, verdicts
+    from bugfix_rl.evaluate.ablation import (describe, describe_shapes, power_lines, shapes_table, table_cells,
+                                             table_header, verdicts)
 
     out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>report: {_e(report.root.name)}</title>"
            f"<style>{CSS}</style></head><body><h1>Ablation report: {_e(report.root.name)}</h1><table id='ablation'><tr>"]
@@ -197,13 +198,16 @@ def sweep_page(report) -> str:
     uri = _data_uri(report.root / "forest_plot.png")
     if uri:
         out.append(f"<img alt='forest plot' src='{uri}'>")
-    out.append("<ul>" + "".join(f"<li>{_e(line[2:])}</li>" for line in verdicts(report)) + "</ul>")
+    out.append("<ul>" + "".join(f"<li>{_strong(line[2:])}</li>" for line in verdicts(report)) + "</ul>")
+    out.append(f"<p>{_e(describe(report))}</p>")
     if report.shapes:
         header, cells = shapes_table(report)
         out.append(f"<h2>Shapes</h2><p>{_e(describe_shapes(report))}</p><table id='shapes'><tr>"
                    + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>")
         out += ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in cells]
         out.append("</table>")
+    out.append("<h2>Power (alpha 0.05, power 0.8)</h2><pre id='power'>"
+               + "\n".join(_e(line) for line in power_lines(report.power)) + "</pre>")
     out.append("<h2>Runs</h2><ul>")
     for run in sorted(report.runs, key=lambda r: (r.arm, r.seed)):
         relative = run.path.relative_to(report.root) if run.path != report.root else Path(".")
@@ -211,8 +215,17 @@ def sweep_page(report) -> str:
         link = (f"<a href='./{_e(quote(page.as_posix()))}'>{_e(relative.as_posix())}</a>" if (run.path / "viewer.html").is_file()
                 else _e(relative.as_posix()))
         out.append(f"<li>{link}: arm {_e(run.arm)}, seed {run.seed}</li>")
-    out.append("</ul></body></html>")
+    out.append("</ul>")
+    if report.notes:
+        out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(note)}</li>" for note in report.notes) + "</ul>")
+    out.append("</body></html>")
     return "\n".join(out)
+
+
+def _strong(markdown: str) -> str:
+    """A line of report.md's verdicts as HTML: escaped, its **bold** spans as <strong>."""
+    parts = _e(markdown).split("**")
+    return "".join(f"<strong>{part}</strong>" if i % 2 else part for i, part in enumerate(parts))
 
 
 def write_sweep_page(report) -> Path:
