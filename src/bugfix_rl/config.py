@@ -246,12 +246,16 @@ class StopConfig:
 
     patience: int = 0  # stop after this many checkpoints in a row without beating the best validation pass@1
     min_delta: float = 0.0  # ... by more than this
+    gain: str = "point"  # what beating means: point (pass@1 > best + min_delta) | interval (above the best's 95% interval + min_delta)
     zero_adv_window: int = 0  # stop once zero_adv_frac has been above zero_adv_threshold for this many steps
     zero_adv_threshold: float = 0.7  # (the training signal is spent: most groups all-pass or all-fail)
     max_infra_share: float = 0.5  # stop once a step's share of infrastructure-failed episodes exceeds this; 1 = never
     collapse: str = "warn"  # the collapse alarm (stopping.collapse_reason): warn (stderr + dashboard) | stop (also end the run) | off
     collapse_window: int = 3  # steps in a row the collapse condition must hold
     collapse_entropy: float = 0.01  # policy entropy (nats per policy token) below which the policy counts as deterministic
+    malformed_window: int = 20  # steps the malformed-call alarm fits its trend over (alarms.py); 0 = no alarm
+    malformed_rise: float = 0.2  # alarm when malformed calls per episode rise by this much over the window (and t > 2)
+    malformed_stop: bool = False  # end the run when the malformed-call alarm is on (else it warns only)
 
 
 @dataclass
@@ -441,6 +445,7 @@ CHOICES = {
     "trainer.strategy": ("single", "ddp", "fsdp"),
     "trainer.backend": ("auto", "gloo", "nccl"),
     "stop.collapse": ("warn", "stop", "off"),
+    "stop.gain": ("point", "interval"),
     "policy.base.lr_schedule": ("constant", "cosine"),  # algo/sft.py: LR_SCHEDULES (test_packing checks they agree)
     "policy.tools_base.lr_schedule": ("constant", "cosine"),
 }
@@ -528,6 +533,8 @@ def validate(cfg) -> None:
         raise ConfigError("stop.patience, stop.zero_adv_window and stop.min_delta must be >= 0 (0 = off)")
     if not 0 <= stop.zero_adv_threshold <= 1:
         raise ConfigError(f"stop.zero_adv_threshold={stop.zero_adv_threshold} must lie in [0, 1]")
+    if stop.malformed_window < 0 or stop.malformed_rise < 0:
+        raise ConfigError("stop.malformed_window and stop.malformed_rise must be >= 0 (window 0 = no alarm)")
     if not (0 <= stop.max_infra_share <= 1 and 0 <= cfg.env.infra_fault_rate <= 1):
         raise ConfigError("stop.max_infra_share and env.infra_fault_rate must lie in [0, 1]")
     if cfg.env.infra_fault_rate > 0 and cfg.env.name != "tools":

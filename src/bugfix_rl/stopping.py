@@ -1,7 +1,8 @@
 """Early stopping (`stop.*`): the two signals of the book's §19.9, as pure functions of the run so far.
 
 (a) validation: the best checkpoint's pass@1 has not been beaten (by more than `min_delta`) for
-    `patience` checkpoints in a row;
+    `patience` checkpoints in a row; with `gain=interval`, beaten means beyond the upper end of the
+    best checkpoint's 95% interval (plus `min_delta`), the book's rule;
 (b) the training signal is spent: `zero_adv_frac` (groups whose rewards are all equal, so they carry
     no gradient) has been above `zero_adv_threshold` at each of the last `zero_adv_window` steps.
 
@@ -14,21 +15,33 @@
     `collapse_window` steps. `stop.collapse`: warn (the default: a line on stderr and `collapse_alarm`
     on the dashboard), stop (also ends the run, as the rules above do) or off.
 
-The trainer asks after every step (b), (c) and (d) and after every checkpoint (a); the first rule that fires
+(e) malformed tool calls rising (alarms.py; `malformed_stop`): a warning by default, a stop rule on request.
+
+The trainer asks after every step (b)-(e) and after every checkpoint (a); the first rule that fires
 ends the run at that step, which is then checkpointed, and eval.json records the rule and the step.
 """
 
 from __future__ import annotations
 
+GAINS = ("point", "interval")  # stop.gain: what counts as beating the best validation checkpoint
 
-def validation_stalled(validation: dict[int, dict], patience: int, min_delta: float = 0.0) -> bool:
+
+def validation_stalled(validation: dict[int, dict], patience: int, min_delta: float = 0.0,
+                       gain: str = "point") -> bool:
     """True when the last `patience` checkpoints (in step order) all failed to beat the best pass@1
-    before them by more than min_delta. patience 0: never."""
+    before them: by more than min_delta (gain=point), or beyond the upper end of the best's 95% interval
+    plus min_delta (gain=interval, the book's: a gain beyond the earlier checkpoint's noise; of equal
+    scores the earliest is the best). patience 0: never."""
+    if gain not in GAINS:
+        raise ValueError(f"stop.gain={gain!r}; valid: {', '.join(GAINS)}")
     if patience <= 0 or len(validation) <= patience:
         return False
-    scores = [validation[step]["pass_at_1"] for step in sorted(validation)]
-    best_before = max(scores[:-patience])
-    return all(score <= best_before + min_delta for score in scores[-patience:])
+    steps = sorted(validation)
+    scores = [validation[step]["pass_at_1"] for step in steps]
+    bar = max(scores[:-patience])
+    if gain == "interval":
+        bar = validation[steps[scores.index(bar)]]["ci"][1]
+    return all(score <= bar + min_delta for score in scores[-patience:])
 
 
 def signal_spent(rows: list[dict], window: int, threshold: float) -> bool:
@@ -71,11 +84,15 @@ def collapse_alarm(stop, rows: list[dict]) -> str | None:
 
 def stop_reason(stop, validation: dict[int, dict], rows: list[dict], at_checkpoint: bool) -> str | None:
     """The rule that ends the run now, in words, or None. `stop` is a config.StopConfig."""
-    if at_checkpoint and validation_stalled(validation, stop.patience, stop.min_delta):
+    if at_checkpoint and validation_stalled(validation, stop.patience, stop.min_delta, stop.gain):
         before = sorted(validation)[:-stop.patience]  # the best the last `patience` checkpoints failed to beat
         best = max(before, key=lambda s: (validation[s]["pass_at_1"], -s))
-        return (f"validation: no gain over step {best}'s pass@1 {validation[best]['pass_at_1']:.3f} for"
+        beyond = f" beyond its 95% interval (upper {validation[best]['ci'][1]:.3f})" if stop.gain == "interval" else ""
+        return (f"validation: no gain over step {best}'s pass@1 {validation[best]['pass_at_1']:.3f}{beyond} for"
                 f" {stop.patience} checkpoints")
+    if stop.malformed_stop and rows and rows[-1].get("malformed_alarm"):
+        return (f"malformed tool calls rising: {rows[-1]['malformed_trend']:+.3f} per episode per step over the"
+                f" last {stop.malformed_window} steps (stop.malformed_stop=true)")
     share = rows[-1].get("infra_share") if rows else None
     if share is not None and share > stop.max_infra_share:
         return (f"infrastructure: {rows[-1]['infra_masked']} episodes ({share:.0%}) of step {rows[-1]['step']} had"

@@ -37,6 +37,7 @@ from bugfix_rl.progress import PhaseProgress
 from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_step_tasks
 from bugfix_rl.rollout.pool import make_pool
 from bugfix_rl.rollout.trajectory import collate
+from bugfix_rl.alarms import malformed_alarm, malformed_alarm_line
 from bugfix_rl.stopping import collapse_alarm, stop_reason
 from bugfix_rl.viewer import pick_episodes, write_run_page
 
@@ -306,6 +307,9 @@ def run_training(cfg, run_dir: Path) -> dict:
                 if alarm and not any(r.get("collapse_alarm") for r in state.rows[:-1]):  # said once, when it starts
                     print(f"warning: step {step}: {alarm}", file=sys.stderr)
                 row["collapse_alarm"] = float(alarm is not None)
+                row.update(malformed_alarm(state.rows, cfg.stop.malformed_window, cfg.stop.malformed_rise))
+                if row["malformed_alarm"] and not (len(state.rows) > 1 and state.rows[-2].get("malformed_alarm")):
+                    print(malformed_alarm_line(row, cfg.stop.malformed_window), file=sys.stderr)  # when it turns on
                 for logger in loggers:
                     logger.log(row)
                 view.row(row)
@@ -478,6 +482,7 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
                   "final_exploit": state.rows[-1].get("exploit"), "late_exploit": _late_mean(state.rows, "exploit"),
                   "sampled_episodes": sum(r["sampled_episodes"] for r in state.rows),
                   "collapse_alarm_steps": [r["step"] for r in state.rows if r.get("collapse_alarm")],
+                  "malformed_alarm_steps": [r["step"] for r in state.rows if r.get("malformed_alarm")],
                   "seconds_per_step": sum(r["time_sample"] + r["time_update"] for r in state.rows) / len(state.rows)},
     }
     if cfg.eval.test:
