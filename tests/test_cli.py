@@ -25,6 +25,14 @@ CASES = [
     (["sft", "cold_start.source=web"], "cold_start.source=web is not allowed", "oracle"),
     (["train", "policy.copy_resume_cut=true"], "policy.copy_resume_cut needs policy.copy_edit_resume=true", ""),
     (["train", "policy.copy_resume_next=true"], "policy.copy_resume_next needs policy.copy_edit_resume=true", ""),
+    # issue 38: Hydra's "Could not override 'exp'. No match in the defaults list." became these hints
+    (["train", "exp=capstone"], "exp=capstone needs a '+': +exp=capstone", ""),
+    (["train", "ablation=kl,sft", "-m"], "needs a '+': +ablation=kl,sft", ""),
+    (["eval", "env=tools", "ckpt=x"], "eval takes no config groups (env=tools)", "the env it was trained in"),
+    (["report", "algo=dapo", "dir=x"], "report takes no config groups (algo=dapo)", "dir, reference"),
+    (["train", "stpes=3"], "unknown config key 'stpes'; did you mean 'steps'?", ""),
+    (["train", "+exp=capstne"], "unknown exp 'capstne'; did you mean 'capstone'?", "smoke"),
+    (["trian"], "unknown command 'trian'; did you mean 'train'?", "eval"),
 ]
 
 

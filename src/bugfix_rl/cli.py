@@ -35,6 +35,7 @@ COMMANDS = {  # command -> what it does (`bugfix-rl --help`)
 }
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # in the wheel; in the repo a link to the top-level conf/
 GROUPS = ("env", "policy", "algo", "logger", "exp", "ablation")
+ADDED_GROUPS = ("exp", "ablation")  # not in train's defaults list: `+exp=...`
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
                     "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
 NO_RUN_DIR = ("preflight", "starts", "bench")  # they write no files: Hydra makes no run dir for them
@@ -63,6 +64,32 @@ def _field_names(cls) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
+def did_you_mean(word: str, choices) -> str:
+    """ "did you mean 'x'? " for the closest of `choices` to a mistyped `word`, else "" """
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'? " if close else ""
+
+
+def _check_group(command: str, override, values: list[str]) -> None:
+    """A config group override: one the command has (train's), added with `+` where the default config
+    does not list it (exp, ablation), with a known option."""
+    group = override.key_or_group
+    if BODIES[command][1] != "train":
+        keys = ", ".join(_field_names(_schema_for(command)))
+        why = (": a checkpoint is evaluated in the env it was trained in (its stored config)"
+               if command == "eval" and group == "env" else "")
+        raise UserError(f"{command} takes no config groups ({group}={','.join(values)}){why}; its keys: {keys}")
+    if group in ADDED_GROUPS and not override.is_add() and not override.is_force_add():
+        raise UserError(f"{group}={','.join(values)} needs a '+': +{group}={','.join(values)} (an {group} is "
+                        "added to the config, not chosen in place of a default)")
+    options = _group_options(group)
+    for value in values:
+        if value not in options:
+            raise UserError(f"unknown {group} '{value}'; {did_you_mean(value, options)}valid: {', '.join(options)}")
+
+
 def _check_key(schema, key: str) -> None:
     node = schema
     parts = key.split(".")
@@ -70,7 +97,8 @@ def _check_key(schema, key: str) -> None:
         names = _field_names(node)
         if part not in names:
             where = ".".join(parts[:depth]) or "the top level"
-            raise UserError(f"unknown config key '{key}'; valid keys in {where}: {', '.join(names)}")
+            hint = did_you_mean(part, names + (list(GROUPS) if depth == 0 else []))
+            raise UserError(f"unknown config key '{key}'; {hint}valid keys in {where}: {', '.join(names)}")
         field = next(f for f in dataclasses.fields(node) if f.name == part)
         default = field.default_factory() if field.default_factory is not dataclasses.MISSING else None
         if depth < len(parts) - 1:
@@ -138,10 +166,7 @@ def check_overrides(command: str, args: list[str]) -> None:
         values = (list(override.sweep_string_iterator()) if override.is_sweep_override()
                   else [override.get_value_element_as_str()] if not override.is_delete() else [])
         if key in GROUPS:
-            options = _group_options(key)
-            for value in values:
-                if value not in options:
-                    raise UserError(f"unknown {key} '{value}'; valid: {', '.join(options)}")
+            _check_group(command, override, values)
             continue
         _check_key(schema, key)
         for value in values:
@@ -361,7 +386,8 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"BUGFIX_RL_KERNELS={requested_mode()} is not one of: {', '.join(MODES)}")
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         if argv and argv[0] not in ("-h", "--help"):
-            print(f"error: unknown command '{argv[0]}'; valid: {', '.join(COMMANDS)}", file=sys.stderr)
+            print(f"error: unknown command '{argv[0]}'; {did_you_mean(argv[0], COMMANDS)}valid: {', '.join(COMMANDS)}",
+                  file=sys.stderr)
             raise SystemExit(EXIT_BAD_INPUT)
         print(usage())
         return
