@@ -127,3 +127,15 @@ def test_a_train_or_eval_process_never_imports_scipy_stats():
             "bugfix_rl.evaluate.tables, bugfix_rl.evaluate.power; print('scipy.stats' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_env_tools_alone_says_at_start_which_recipe_learns_it():
+    """issue 38: `train env=tools` trained the edit menu's policy settings on the tools env, scored 0.000
+    everywhere and said nothing; it now names +exp=tools in one line before anything runs."""
+    alone = _run(["train", "env=tools", "--cfg", "job"])
+    assert alone.returncode == 0, alone.stderr
+    assert [line for line in alone.stderr.splitlines() if line.startswith("note:")] == [
+        "note: env=tools alone keeps the edit menu's policy settings, which do not learn this env;"
+        " the recipe that learns it is `bugfix-rl train +exp=tools` (docs/TOOLS.md)"]
+    recipe = _run(["train", "+exp=tools", "--cfg", "job"])
+    assert recipe.returncode == 0 and "note:" not in recipe.stderr, recipe.stderr

@@ -394,9 +394,9 @@ def main(argv: list[str] | None = None) -> None:
     command, rest = argv[0], quote_labels(argv[1:])
     if {"-h", "--help"} & set(rest):  # Hydra prints the rest (conf/hydra/help/)
         print(f"usage: bugfix-rl {command} [key=value ...] [-m]\n{COMMANDS[command]}\n")
-    from bugfix_rl.config import register_configs
-
     from bugfix_rl.checkpoint import CheckpointError
+    from bugfix_rl.config import register_configs
+    from bugfix_rl.inputs import recipe_hint
 
     register_configs()
     body, config_name = BODIES[command]
@@ -415,6 +415,9 @@ def main(argv: list[str] | None = None) -> None:
             rest = arm_overrides(OverridesParser.create().parse_overrides(_plain_overrides(rest))) + rest
     except (UserError, CheckpointError) as err:
         fail(str(err))
+    hint = recipe_hint(command, _plain_overrides(rest))
+    if hint:
+        print(f"note: {hint}", file=sys.stderr)
     import hydra
 
     app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)(_guarded(body))

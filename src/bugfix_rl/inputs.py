@@ -21,6 +21,18 @@ NAMED_INITS = ("rl_base", "scratch", "pretrained")  # policy.init values that ar
 ENV_RECIPE = {"tools": "+exp=tools"}  # env -> the experiment that trains a policy for it
 
 
+def recipe_hint(command: str, overrides: list[str]) -> str | None:
+    """One line for `train env=tools` without an experiment: the defaults' policy (no copy head) does
+    not learn the tools env (0.000 everywhere, and no warning, in issue 38); +exp=tools does."""
+    if command != "train" or any(o.lstrip("+").startswith("exp=") for o in overrides):
+        return None
+    env = [o.split("=", 1)[1] for o in overrides if o.startswith("env=")]
+    if env and env[-1] in ENV_RECIPE:
+        return (f"env={env[-1]} alone keeps the edit menu's policy settings, which do not learn this env;"
+                f" the recipe that learns it is `bugfix-rl train {ENV_RECIPE[env[-1]]}` (docs/TOOLS.md)")
+    return None
+
+
 def check_inputs(command: str, cfg) -> None:
     """Raise UserError or CheckpointError (one line) for an input `command` cannot use."""
     if command in ("train", "preflight", "sft", "starts", "bench"):
