@@ -23,7 +23,7 @@ from bugfix_rl.algo.advantage_stage import advantage_stage
 from bugfix_rl.algo.data_parallel import DataParallel, SingleProcess
 from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, model_tensors, optimizer_state,
                                   optimizer_tensors, save_checkpoint)
-from bugfix_rl.dashboard import JsonlLogger, WandbLogger, dashboard_row, plot_dashboard
+from bugfix_rl.dashboard import JsonlLogger, dashboard_row, plot_dashboard
 from bugfix_rl.envs import env_sandbox, make_env_factory
 from bugfix_rl.evaluate.episodes import transcript
 from bugfix_rl.evaluate.evaluate import behaviour_stats, sample_trajectories, success_counts
@@ -36,6 +36,7 @@ from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.progress import PhaseProgress
 from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_step_tasks
 from bugfix_rl.rollout.pool import make_pool
+from bugfix_rl.rollout.replay import schedule_from_record, schedule_record
 from bugfix_rl.rollout.trajectory import collate
 from bugfix_rl.alarms import malformed_alarm, malformed_alarm_line
 from bugfix_rl.stopping import collapse_alarm, stop_reason
@@ -87,12 +88,13 @@ class Trainer:
         self.task_stats = TaskStats() if (cfg.algo.task_filter or cfg.algo.curriculum) else None
         self.pool = make_pool(cfg, model, tokenizer, make_env)
         self.in_flight: dict[int, object] = {}  # step -> its submitted first sampling round
+        self.sampled: dict[int, list] = {}  # step -> its first round, sampled (resolved for a checkpoint, or resumed)
 
     def _fill_pipeline(self, step: int) -> None:
         """Publish the weights of version `step` and submit every batch up to step + max_staleness."""
         self.pool.set_weights(self.model, step)
         for ahead in range(step, step + self.cfg.rollout.max_staleness + 1):
-            if ahead not in self.in_flight and (ahead == step or ahead < self.cfg.steps):
+            if ahead not in self.in_flight and ahead not in self.sampled and (ahead == step or ahead < self.cfg.steps):
                 chosen = draw_step_tasks(self.tasks, self.algo, self.generator, self.task_stats,
                                          self.cfg.env.rename_operands, self.cfg.env.shape_variants)
                 self.in_flight[ahead] = self.pool.submit(chosen, self.algo.group_size, self.algo.temperature,
@@ -102,7 +104,7 @@ class Trainer:
         algo = self.algo
         t0 = time.perf_counter()
         self._fill_pipeline(step)
-        first_round = self.pool.result(self.in_flight.pop(step))
+        first_round = self.sampled.pop(step) if step in self.sampled else self.pool.result(self.in_flight.pop(step))
         rollouts = collect_step(self.pool, self.tasks, algo, self.generator, self.task_stats, first_round,
                                 self.cfg.env.rename_operands, self.cfg.env.shape_variants)
         t1 = time.perf_counter()
@@ -118,6 +120,14 @@ class Trainer:
         t2 = time.perf_counter()
         extra.update(time_sample=t1 - t0, time_update=t2 - t1)
         return dashboard_row(step, rollouts, metrics, extra)
+
+    def scheduled_batches(self) -> dict[int, list]:
+        """The first rounds sampled for later steps and not yet trained on, step -> trajectories (each
+        stamped with the weights version that sampled it); waits for any still in flight. A checkpoint
+        records them (rollout/replay.py), so a resume trains on the same batches."""
+        for ahead in sorted(self.in_flight):
+            self.sampled[ahead] = self.pool.result(self.in_flight.pop(ahead))
+        return self.sampled
 
     def _count_nonfinite(self, step: int, metrics: dict) -> None:
         """Track optimizer steps skipped for a non-finite loss or gradient norm; after
@@ -231,7 +241,9 @@ def run_training(cfg, run_dir: Path) -> dict:
     With cfg.resume set, the run continues from that checkpoint: weights, optimizer state, the
     sampling generator's state, dashboard rows and validation results are restored, so the resumed
     run reaches the same parameters as an uninterrupted one (same seed, same threads). With
-    rollout.max_staleness > 0 the batches that were in flight are drawn again, so it does not.
+    rollout.max_staleness > 0 the checkpoint also holds the batches sampled for later steps
+    (`Trainer.scheduled_batches`, each episode with the weights version that sampled it), and the
+    resumed run trains on those, so it too reaches the uninterrupted run's parameters.
     """
     from bugfix_rl.console import TrainConsole
     from bugfix_rl.preflight import run_preflight
@@ -273,6 +285,8 @@ def run_training(cfg, run_dir: Path) -> dict:
         start = restore_run(cfg.resume, trainer, state) if cfg.resume else 0
         loggers = [JsonlLogger(run_dir / "metrics.jsonl")] if cfg.logger.jsonl else []
         if cfg.logger.wandb:
+            from bugfix_rl.wandb_run import WandbLogger
+
             loggers.append(WandbLogger(cfg.logger, run_dir, dataclasses.asdict(cfg)))
         if cfg.logger.jsonl:
             for row in state.rows:  # a resumed run's metrics.jsonl starts with the rows it inherits
@@ -324,11 +338,11 @@ def run_training(cfg, run_dir: Path) -> dict:
                     state.stopped = {"step": step + 1, "reason": reason}
                     view.print(f"stopping at step {step + 1} of {cfg.steps}: {reason}")
                     break
-        for logger in loggers:
-            logger.close()
         trainer.close()  # rollout workers (and the learner's other ranks) are not needed for the final evaluations
         result = finish_run(cfg, run_dir, state, base, tokenizer, make_env,
-                            PhaseProgress(bars=cfg.logger.console, lines=cfg.logger.console))
+                            PhaseProgress(bars=cfg.logger.console, lines=cfg.logger.console), loggers)
+        for logger in loggers:  # open until now: the final evaluation reaches W&B too
+            logger.close()
         view.final(result)
         write_status(run_dir, "complete", len(state.rows), state.checkpoints[max(state.checkpoints)])
         return result
@@ -377,6 +391,7 @@ def resume_state(trainer: "Trainer", state: RunState) -> tuple[dict, dict]:
     tensors, param_groups = optimizer_tensors(trainer.learner.optimizer_state())
     tensors["rng.generator"] = trainer.generator.get_state()
     return tensors, {"optimizer_param_groups": param_groups, "rows": state.rows,
+            "rollout_schedule": schedule_record(trainer.scheduled_batches()),
             "validation": {str(s): v for s, v in state.validation.items()},
             "checkpoints": {str(s): str(p) for s, p in state.checkpoints.items()},
             "task_stats": trainer.task_stats.rate if trainer.task_stats else None}
@@ -389,6 +404,7 @@ def restore_run(path: str, trainer: "Trainer", state: RunState) -> int:
         raise CheckpointError(f"{path} has no resume state (weights only)")
     trainer.learner.load_optimizer_state(optimizer_state(tensors, meta["optimizer_param_groups"]))
     trainer.generator.set_state(tensors["rng.generator"])
+    trainer.sampled = schedule_from_record(meta.get("rollout_schedule", {}))  # before it: drawn again
     if trainer.task_stats is not None and meta.get("task_stats"):
         trainer.task_stats.rate = dict(meta["task_stats"])
     state.rows = list(meta["rows"])
@@ -431,7 +447,7 @@ def last_saved(state: RunState) -> Path | None:
 
 
 def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
-               progress: PhaseProgress | None = None) -> dict:
+               progress: PhaseProgress | None = None, loggers=()) -> dict:  # loggers: each gets logger.final(...)
     """Choose the checkpoint on validation, evaluate base and chosen on test once (and on the
     held-out and the `shapes` tasks), write the reports. `progress` shows the evaluations."""
     from bugfix_rl.report_run import write_summary
@@ -456,6 +472,8 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
                    validation=state.validation)
     write_summary(run_dir, result, state.rows)
     write_run_page(run_dir, result, episodes, tokenizer)
+    for logger in loggers:
+        logger.final(result, episodes, tokenizer)
     return result
 
 
