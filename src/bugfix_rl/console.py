@@ -73,7 +73,8 @@ class TrainConsole:
     def row(self, row: dict) -> None:
         if row["step"] % self.every == 0 or row["step"] + 1 == self.cfg.steps:
             keys = CONSOLE_KEYS + (ASYNC_KEYS if self.cfg.rollout.max_staleness > 0 else ())
-            self.print(f"step {row['step']:3d} | " + " | ".join(f"{k} {_fmt(row.get(k))}" for k in keys))
+            masked = f" | infra_masked {row['infra_masked']}" if row.get("infra_masked") else ""  # algo/infra_mask.py
+            self.print(f"step {row['step']:3d} | " + " | ".join(f"{k} {_fmt(row.get(k))}" for k in keys) + masked)
 
     def checkpoint(self, step: int, val: dict) -> None:
         lo, hi = val["ci"]

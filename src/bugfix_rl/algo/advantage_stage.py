@@ -13,6 +13,7 @@ from bugfix_rl.algo.infra_mask import MASKED_ADVANTAGES, kept_episodes, masked_d
 from bugfix_rl.algo.objective import KL_ESTIMATORS, overlong_penalty
 from bugfix_rl.algo.turn_credit import episode_turn_rewards, token_values, turn_advantages, turn_index
 from bugfix_rl.algo.update import batch_logprobs
+from bugfix_rl.rollout.env_errors import infrastructure_failure
 
 
 def advantage_stage(batch, trajectories, algo, model, ref_model=None) -> dict:
@@ -33,8 +34,6 @@ def advantage_stage(batch, trajectories, algo, model, ref_model=None) -> dict:
 def trained_episodes(trajectories, algo) -> torch.Tensor | None:
     """[B] bool, False where the infrastructure decided the reward (algo.mask_infra); None when every
     episode counts (then nothing below differs from the unmasked arithmetic)."""
-    from bugfix_rl.rollout.env_errors import infrastructure_failure
-
     if not algo.mask_infra:
         return None
     valid = torch.tensor([not infrastructure_failure(t.info) for t in trajectories])
