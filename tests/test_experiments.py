@@ -14,7 +14,8 @@ from bugfix_rl.checkpoint import load_checkpoint
 CONF = Path(__file__).resolve().parents[1] / "conf"
 # the Qwen3 labs need the tiny Qwen3 fixture: tests/test_qwen_labs.py runs them
 EXPERIMENTS = sorted(p.stem for p in (CONF / "exp").glob("*.yaml") if not p.stem.startswith("qwen_"))
-ARMS = sorted(p.stem for p in (CONF / "ablation").glob("*.yaml"))
+# copy-switch arms act only on the tools copy head: tests/test_copy_switches.py composes them there
+ARMS = sorted(p.stem for p in (CONF / "ablation").glob("*.yaml") if not p.stem.startswith("copy_"))
 QUICK = ["steps=1", "threads=1", "eval.n_val=2", "eval.n_test=2", "logger.console=false", "preflight=false"]
 
 
