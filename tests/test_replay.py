@@ -4,14 +4,15 @@ does. Before, the resume drew those batches again with its own weights (121 of 1
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import torch
 
 from bugfix_rl.checkpoint import load_checkpoint
 from bugfix_rl.gym.tools_env import ToolsEpisodeInfo
-from bugfix_rl.rollout.replay import (info_from_record, info_record, schedule_from_record, schedule_record,
-                                      trajectory_from_record, trajectory_record)
+from bugfix_rl.rollout.replay import (info_from_record, info_record, replay_caveats, schedule_from_record,
+                                      schedule_record, trajectory_from_record, trajectory_record)
 from bugfix_rl.rollout.trajectory import Trajectory
 from bugfix_rl.train import run_training
 from tests.conftest import small_config
@@ -35,6 +36,15 @@ def test_a_schedule_keeps_its_steps_and_order():
     record = schedule_record({6: batch[2:], 5: batch[:2]})
     assert list(record) == ["5", "6"]
     assert schedule_from_record(record) == {5: batch[:2], 6: batch[2:]}
+
+
+def test_the_paths_that_may_not_replay_say_so_in_one_line_each():
+    rows = [{"step": 0, "over_budget": 0.0}, {"step": 1, "over_budget": 0.25}, {"step": 2}, {"step": 3, "over_budget": 1}]
+    assert replay_caveats(False, rows[:1] + rows[2:3]) == []
+    assert replay_caveats(False, rows) == ["replay not guaranteed: at steps [1, 3] a sandbox run was cut by "
+                                           "env.step_budget_s (wall clock), which a rerun need not repeat"]
+    cuda = replay_caveats(True, [])
+    assert len(cuda) == 1 and cuda[0].startswith("replay not guaranteed: the policy ran on CUDA")
 
 
 def _tensors(path) -> dict:
@@ -63,10 +73,9 @@ def test_an_async_worker_run_resumed_from_any_checkpoint_ends_at_the_same_bytes(
         assert differ == [], f"{other}: {len(differ)} of {len(full)} tensors differ"
 
     def rows(run: str) -> list[dict]:
-        import json
-
         return [{k: v for k, v in json.loads(line).items() if not k.startswith("time_")}
                 for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
 
     assert rows("resumed") == rows("full") == rows("rerun")
     assert [r["staleness_max"] for r in rows("full")] == [0.0, 1.0, 1.0, 1.0]
+    assert json.loads((tmp_path / "resumed" / "eval.json").read_text())["replay"] == {"caveats": []}

@@ -36,7 +36,7 @@ from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.progress import PhaseProgress
 from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_step_tasks
 from bugfix_rl.rollout.pool import make_pool
-from bugfix_rl.rollout.replay import schedule_from_record, schedule_record
+from bugfix_rl.rollout.replay import replay_caveats, schedule_from_record, schedule_record
 from bugfix_rl.rollout.trajectory import collate
 from bugfix_rl.alarms import malformed_alarm, malformed_alarm_line
 from bugfix_rl.stopping import collapse_alarm, stop_reason
@@ -468,6 +468,8 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
         result, episodes = _final_evaluations(cfg, run_dir, state, base, tokenizer, make_env,
                                               lambda status="": None)
     (run_dir / "eval.json").write_text(json.dumps(result, indent=1))
+    for caveat in result["replay"]["caveats"]:  # one line each, also without logger.console
+        print(f"warning: {caveat}", file=sys.stderr)
     plot_dashboard(state.rows, run_dir / "dashboard.png", title=f"{cfg.experiment} / {cfg.arm} / seed {cfg.seed}",
                    validation=state.validation)
     write_summary(run_dir, result, state.rows)
@@ -496,6 +498,8 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
                    "steps": cfg.steps, "versions": library_versions(),
                    "resolved": dataclasses.asdict(cfg)},
         "run": run_record(cfg, state),
+        # why a rerun or resume might not end at these bytes ([]: nothing known; docs/REPRODUCIBILITY.md)
+        "replay": {"caveats": replay_caveats(next(base.parameters()).is_cuda, state.rows)},
         "train": {"late_reward": _late_mean(state.rows, "reward"), "final_entropy": state.rows[-1].get("entropy"),
                   "final_exploit": state.rows[-1].get("exploit"), "late_exploit": _late_mean(state.rows, "exploit"),
                   "sampled_episodes": sum(r["sampled_episodes"] for r in state.rows),

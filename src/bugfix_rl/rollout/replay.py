@@ -78,3 +78,21 @@ def schedule_record(ready: dict[int, list[Trajectory]]) -> dict[str, list[dict]]
 
 def schedule_from_record(record: dict[str, list[dict]]) -> dict[int, list[Trajectory]]:
     return {int(step): [trajectory_from_record(r) for r in batch] for step, batch in record.items()}
+
+
+def replay_caveats(on_cuda: bool, rows: list[dict]) -> list[str]:
+    """Why this run may not replay bit for bit (a rerun or a resume with the same seed, threads and
+    CPU kernels), one line each; [] where nothing known stands in the way. The CPU paths (in-process,
+    in-process shards, Ray actors, any max_staleness) are checked to replay (tests/test_replay.py,
+    docs/REPRODUCIBILITY.md). Not checked, and so named here: CUDA kernels (not made deterministic or
+    batch-invariant here), and a tools-env sandbox run cut by env.step_budget_s, a wall clock that a
+    rerun on a busier or quieter machine need not repeat (`over_budget` in the step's rows)."""
+    caveats = []
+    if on_cuda:
+        caveats.append("replay not guaranteed: the policy ran on CUDA, whose kernels this project does not make "
+                       "deterministic or batch-invariant")
+    cut = [row["step"] for row in rows if (row.get("over_budget") or 0) > 0]
+    if cut:
+        caveats.append(f"replay not guaranteed: at steps {cut} a sandbox run was cut by env.step_budget_s (wall "
+                       f"clock), which a rerun need not repeat")
+    return caveats
