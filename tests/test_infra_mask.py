@@ -18,6 +18,7 @@ from bugfix_rl.algo.advantage_stage import advantage_stage
 from bugfix_rl.algo.advantages import ADVANTAGES
 from bugfix_rl.algo.infra_mask import MASKED_ADVANTAGES, kept_episodes, reward_lost
 from bugfix_rl.config import AlgoConfig, StopConfig
+from bugfix_rl.evaluate.evaluate import infra_failed
 from bugfix_rl.rollout.env_errors import infrastructure_failure
 from bugfix_rl.rollout.trajectory import Trajectory, collate
 from bugfix_rl.stopping import stop_reason
@@ -202,6 +203,7 @@ def test_real_tools_episodes_with_injected_faults_train_as_if_removed():
         close()
     failed = torch.tensor([infrastructure_failure(t.info) == "sandbox_error" for t in episodes])
     assert 0 < int(failed.sum()) < 16  # 10% of 64 gradings, from the hook's seeded stream
+    assert infra_failed(episodes) == int(failed.sum())  # what an evaluation's eval.json reports
     algo = AlgoConfig(group_size=G, adv_mode="grpo")
     batch = collate(episodes, tokenizer.pad_id)
     extra = advantage_stage(batch, episodes, algo, SimpleNamespace(cfg=SimpleNamespace(max_len=512)))
@@ -231,3 +233,31 @@ def test_a_tools_run_with_a_tenth_of_gradings_failing_logs_infra_masked(tmp_path
     assert all("infra_masked" in row and "infra_reward_lost" in row for row in rows)
     assert sum(row["infra_masked"] for row in rows) > 0
     assert all(row["infra_share"] == row["infra_masked"] / 16 for row in rows)
+
+
+def _turn_episode(reward: float, turns_malformed: list[int], submitted: bool, failure: str = "") -> Trajectory:
+    """An episode of len(turns_malformed) turns (two policy tokens each, one observation token between)."""
+    info = SimpleNamespace(env_error="", grade_flags=frozenset({failure} if failure else ()),
+                           turn_malformed=turns_malformed, submitted=submitted)
+    mask = [False]
+    for _ in turns_malformed:
+        mask += [True, True, False]
+    ids = list(range(1, len(mask) + 1))
+    return Trajectory(ids, mask, [0.0] * len(ids), reward, 0, info)
+
+
+def test_turn_credit_leaves_the_failed_episode_out_of_every_turns_baseline():
+    from bugfix_rl.config import TurnCreditConfig
+
+    turn_credit = TurnCreditConfig(coef=1.0, malformed_cost=0.5, unanswered_cost=1.0, gamma=0.5)
+    kept = [_turn_episode(1.0, [0, 1], True), _turn_episode(0.0, [1, 1, 0], False), _turn_episode(0.0, [0], True)]
+    failed = _turn_episode(0.0, [2, 2, 2, 2], False, "sandbox_error")  # would weigh on turns 0-3 of the others
+    model = SimpleNamespace(cfg=SimpleNamespace(max_len=64))
+    masked = collate(kept + [failed])
+    advantage_stage(masked, kept + [failed], AlgoConfig(group_size=4, adv_mode="rloo", turn_credit=turn_credit), model)
+    removed = collate(kept)
+    advantage_stage(removed, kept, AlgoConfig(group_size=3, adv_mode="rloo", turn_credit=turn_credit), model)
+    width = removed.turn_advantages.shape[1]
+    torch.testing.assert_close(masked.turn_advantages[:3, :width], removed.turn_advantages)
+    assert masked.turn_advantages[:3, width:].abs().sum() == 0 and masked.turn_advantages[3].abs().sum() == 0
+    torch.testing.assert_close(masked.advantages[:3], removed.advantages)

@@ -26,7 +26,7 @@ from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, model_tensor
 from bugfix_rl.dashboard import JsonlLogger, dashboard_row, plot_dashboard
 from bugfix_rl.envs import env_sandbox, make_env_factory
 from bugfix_rl.evaluate.episodes import transcript
-from bugfix_rl.evaluate.evaluate import behaviour_stats, sample_trajectories, success_counts
+from bugfix_rl.evaluate.evaluate import behaviour_stats, infra_failed, sample_trajectories, success_counts
 from bugfix_rl.evaluate.plots import plot_pass_at_k
 from bugfix_rl.evaluate.stats import gain_kept, paired_summary, pass_at_k_curve, pass_rate_summary
 from bugfix_rl.gym.generator import training_pool
@@ -194,6 +194,7 @@ def evaluate_split(model, tokenizer, make_env, split: str, n: int, seed: int, te
         episodes.extend(trajectories)
     summary = pass_rate_summary(success_counts(trajectories, len(tasks)), n)
     summary["tasks_names"] = [t.name for t in tasks]
+    summary["infra_failed"] = infra_failed(trajectories)  # counted as failures above
     return summary
 
 

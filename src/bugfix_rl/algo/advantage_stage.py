@@ -27,7 +27,8 @@ def advantage_stage(batch, trajectories, algo, model, ref_model=None) -> dict:
     compute_advantages(batch, trajectories, algo, model.cfg.max_len, valid)
     extra.update(infra_metrics(batch, valid, algo.group_size))
     if algo.turn_credit.coef > 0:  # off: batch.turn_advantages stays None, the loss sees advantages [B]
-        extra.update(add_turn_advantages(batch, trajectories, algo))
+        kept = None if valid is None else kept_episodes(valid.view(-1, algo.group_size)).reshape(-1)
+        extra.update(add_turn_advantages(batch, trajectories, algo, kept))
     return extra
 
 
@@ -89,13 +90,14 @@ def infra_metrics(batch, valid: torch.Tensor | None, group_size: int) -> dict:
             "infra_reward_lost": reward_lost(batch.rewards.view(-1, group_size), grouped)}
 
 
-def add_turn_advantages(batch, trajectories, algo) -> dict:
+def add_turn_advantages(batch, trajectories, algo, kept: torch.Tensor | None = None) -> dict:
     """Fill batch.turn_advantages [B, T-1]: coef * the turn advantage of each policy token's turn.
 
     Turn rewards come from each episode's info: `turn_malformed` (malformed calls per turn, both envs
     record it) and `submitted` (it ended with an answer; an env error is the env's failure, not an
-    unanswered episode). Returns dashboard metrics: the mean turn reward per episode and the mean
-    |turn advantage| per policy token."""
+    unanswered episode). kept [B] (the infrastructure mask's, None when nothing was masked): episodes
+    outside it leave every turn's baseline. Returns dashboard metrics: the mean turn reward per episode
+    and the mean |turn advantage| per policy token."""
     cfg = algo.turn_credit
     turns = turn_index(batch.mask)  # [B, T-1]
     counts = (turns.amax(1) + 1).tolist()  # [B] turns per episode
@@ -107,6 +109,8 @@ def add_turn_advantages(batch, trajectories, algo) -> dict:
         rewards[row, :n] = torch.tensor(episode_turn_rewards(list(info.turn_malformed), n, answered,
                                                              cfg.malformed_cost, cfg.unanswered_cost))
     exists = torch.arange(K)[None, :] < torch.tensor(counts)[:, None]  # [B, K]
+    if kept is not None:
+        exists = exists & kept[:, None]
     shape = (-1, algo.group_size, K)  # rows are group-contiguous, as in compute_advantages
     per_turn = turn_advantages(rewards.view(shape), exists.view(shape), cfg.gamma).reshape(len(batch), K)
     batch.turn_advantages = cfg.coef * token_values(per_turn, turns)  # [B, T-1], 0 off the mask

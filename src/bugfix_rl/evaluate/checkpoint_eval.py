@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 
 from bugfix_rl.checkpoint import CheckpointError, load_checkpoint
-from bugfix_rl.evaluate.evaluate import (action_sequences, behaviour_stats, per_task_table, sample_trajectories,
-                                         success_counts)
+from bugfix_rl.evaluate.evaluate import (action_sequences, behaviour_stats, infra_failed, per_task_table,
+                                         sample_trajectories, success_counts)
 from bugfix_rl.evaluate.intervals import task_mean_interval
 from bugfix_rl.evaluate.coverage_regimes import one_policy_warning
 from bugfix_rl.evaluate.reliability import reliability_summary
@@ -130,6 +130,7 @@ def evaluate_policy(policy: LoadedPolicy, split: str, n: int, seed: int, top: in
         "interval_warning": one_policy_warning(counts, n),  # None unless Wilson under-covers here
         "per_task": [int(c) for c in counts.tolist()],
         "outcomes": [int(t.info.success) for t in trajectories],  # [T * n], task-contiguous
+        "infra_failed": infra_failed(trajectories),  # of those, decided by infrastructure (counted as failures)
         "behaviour": behaviour_stats(trajectories),
         "sequences": action_sequences(trajectories, top),
         "per_task_table": per_task_table(trajectories),

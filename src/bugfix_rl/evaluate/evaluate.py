@@ -13,6 +13,7 @@ import torch
 
 from bugfix_rl.gym.tasks import Task
 from bugfix_rl.rollout.collect import sample_groups
+from bugfix_rl.rollout.env_errors import infrastructure_failure
 from bugfix_rl.rollout.trajectory import Trajectory
 
 
@@ -31,6 +32,12 @@ def success_counts(trajectories: list[Trajectory], n_tasks: int) -> torch.Tensor
     """
     successes = torch.tensor([float(t.info.success) for t in trajectories])
     return successes.view(n_tasks, -1).sum(1).long()
+
+
+def infra_failed(trajectories: list[Trajectory]) -> int:
+    """Episodes whose outcome the infrastructure decided (rollout/env_errors.infrastructure_failure).
+    Evaluations count them as failures (every task keeps its n episodes); eval.json says how many."""
+    return sum(1 for t in trajectories if infrastructure_failure(t.info))
 
 
 def sample_counts(model, tokenizer, tasks: list[Task], n: int, make_env: Callable, temperature: float,

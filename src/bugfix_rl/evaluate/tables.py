@@ -44,6 +44,9 @@ def print_eval(result: dict, console: Console | None = None) -> None:
         console.print(f"{name}: {line}" if line else f"{name}: pass^k and flip rate need n >= 2 episodes per task")
         if m.get("interval_warning"):
             console.print(f"{name}: warning: {m['interval_warning']}")
+        if m.get("infra_failed"):
+            console.print(f"{name}: warning: {m['infra_failed']} of {len(tasks) * n} episodes ended in an infrastructure"
+                          f" failure (sandbox_error or env_error) and count as failures above")
 
     per_task = Table(title="per task: successes of n, most common first edits")
     per_task.add_column("task")
