@@ -8,11 +8,11 @@ evaluated on the held-out and the `shapes` tasks. `arm` is a free label, so both
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -300,29 +300,11 @@ def test_report_power_from_seed_spread(tmp_path):
 
 
 def wandb_history(path: str) -> list[dict]:
-    """History rows of an offline wandb run file (LevelDB-style log of protobuf Records)."""
-    from wandb.proto import wandb_internal_pb2
+    """History rows of an offline wandb run file."""
+    from tests.wandb_records import items, wandb_records
 
-    data = Path(path).read_bytes()
-    assert data[:4] == b":W&B"
-    rows, pos, pending, block = [], 7, b"", 32768
-    while pos + 7 <= len(data):
-        if block - pos % block < 7:  # a block's tail too short for a record header is padding
-            pos += block - pos % block
-            continue
-        _checksum, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        if kind == 0:
-            break
-        pending += data[pos + 7:pos + 7 + length]
-        pos += 7 + length
-        if kind in (1, 4):  # a full record, or the last piece of one
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(pending)
-            pending = b""
-            if record.WhichOneof("record_type") == "history":
-                rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                             for item in record.history.item})
-    return rows
+    return [{key: json.loads(value) for key, value in items(record.history.item).items()}
+            for record in wandb_records(path) if record.WhichOneof("record_type") == "history"]
 
 
 def test_wandb_offline_logs_the_dashboard_rows(smoke_run):
@@ -334,6 +316,42 @@ def test_wandb_offline_logs_the_dashboard_rows(smoke_run):
     for sent, row in zip(logged, rows):
         for key in ("reward", "entropy", "approx_kl", "clip_frac", "grad_norm", "logp_gap", "zero_adv_frac"):
             assert sent[key] == pytest.approx(row[key]), key
+
+
+def test_wandb_offline_run_holds_the_final_evaluation_and_an_episodes_table(smoke_run):
+    """issue 38: the W&B run was closed before the final evaluation (no test metric reached it) and had a
+    random name, no group, no tags. Read back from the offline run's own files."""
+    from tests.wandb_records import items, wandb_records
+
+    [path] = glob.glob(str(smoke_run / "wandb" / "offline-run-*" / "run-*.wandb"))
+    records = wandb_records(path)
+    [run] = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    assert (run.display_name, run.run_group) == ("smoke-default-seed0", "smoke")
+    assert {"arm=default", "seed=0", "env=edit_menu", "algo=grpo"} <= set(run.tags)
+    summary = {}
+    for record in records:
+        if record.WhichOneof("record_type") == "summary":
+            summary.update({key: json.loads(value) for key, value in items(record.summary.update).items()})
+    test = json.loads((smoke_run / "eval.json").read_text())["test"]
+    for name in ("base", "chosen"):
+        assert summary[f"test/{name}/pass_at_1"] == pytest.approx(test[name]["pass_at_1"])
+        assert [summary[f"test/{name}/ci_low"], summary[f"test/{name}/ci_high"]] == pytest.approx(test[name]["ci"])
+    assert summary["test/paired_diff"] == pytest.approx(test["paired_diff"]["diff"])
+    table = json.loads((Path(path).parent / "files" / summary["episodes/path"]).read_text())
+    assert table["columns"] == ["evaluation", "task", "success", "reward", "advantage", "transcript"]
+    assert summary["episodes/nrows"] == len(table["data"]) > 0
+    assert {row[0] for row in table["data"]} == {"test, base (RL base)", f"test, chosen (step {summary['chosen_step']})"}
+    assert all(row[5].startswith(f"## {row[1]}") for row in table["data"])  # the decoded episode
+
+
+def test_a_sweep_runs_wandb_group_is_its_sweep():
+    from bugfix_rl.config import TrainConfig
+    from bugfix_rl.wandb_run import run_identity
+
+    config = dataclasses.asdict(TrainConfig(arm="env.reward=mixed", experiment="smoke", seed=1))
+    swept = run_identity(config, Path("outputs/multirun/smoke/2026-12-03_07-55-16/env.reward=mixed_seed1_3"))
+    assert swept["group"] == "smoke/2026-12-03_07-55-16" and swept["name"] == "smoke-env.reward=mixed-seed1"
+    assert run_identity(config, Path("outputs/smoke/2026-12-03_07-55-16_env.reward=mixed_seed1"))["group"] == "smoke"
 
 
 def test_dashboard_png_exists_and_summary_references_it(smoke_run):

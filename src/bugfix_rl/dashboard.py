@@ -1,4 +1,5 @@
-"""The training dashboard: one row of metrics per step, to the console, metrics.jsonl and wandb.
+"""The training dashboard: one row of metrics per step, to the console, metrics.jsonl and wandb
+(wandb_run.py).
 
 Row keys are namespaced by what they measure: outcome (reward, pass_rate), behaviour (reads, tests,
 edits, ...), optimizer (entropy, approx_kl, clip_frac, grad_norm, zero_adv_frac) and consistency
@@ -82,24 +83,11 @@ class JsonlLogger:
         self.file.write(json.dumps(row) + "\n")
         self.file.flush()
 
+    def final(self, result: dict, episodes: dict, tokenizer) -> None:
+        """Nothing: the rows are this file's record; eval.json holds the final evaluation."""
+
     def close(self) -> None:
         self.file.close()
-
-
-class WandbLogger:
-    """Sends the same rows to wandb (offline by default: no network needed)."""
-
-    def __init__(self, cfg, run_dir: Path, config: dict):
-        import wandb  # imported only when selected: it costs ~0.8 s at start-up
-
-        self.run = wandb.init(project=cfg.wandb_project, mode=cfg.wandb_mode, dir=str(run_dir), config=config,
-                              reinit=True)
-
-    def log(self, row: dict) -> None:
-        self.run.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=row["step"])
-
-    def close(self) -> None:
-        self.run.finish()
 
 
 def read_metrics(path: Path) -> list[dict]:
