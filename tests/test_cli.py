@@ -139,3 +139,25 @@ def test_env_tools_alone_says_at_start_which_recipe_learns_it():
         " the recipe that learns it is `bugfix-rl train +exp=tools` (docs/TOOLS.md)"]
     recipe = _run(["train", "+exp=tools", "--cfg", "job"])
     assert recipe.returncode == 0 and "note:" not in recipe.stderr, recipe.stderr
+
+
+@pytest.mark.parametrize("command", ["train", "eval", "report", "simulate", "plan"])
+def test_help_describes_every_key_in_one_line(command):
+    """issue 38: `train --help` listed ~190 keys with no description; now each key shows its value here
+    and the comment written beside its field in config.py."""
+    import dataclasses
+
+    from bugfix_rl.cli import _schema_for
+    from bugfix_rl.help import described_keys
+
+    rows = described_keys(_schema_for(command), {})
+    assert [key for key, _, about in rows if not about] == []
+    shown = _run([command, "--help"])
+    assert shown.returncode == 0, shown.stderr
+    leaves = [key for key, value, _ in rows if value]
+    listed = [line.split(" = ")[0] for line in shown.stdout.splitlines() if " = " in line]
+    assert listed == leaves and len(leaves) > (150 if command == "train" else 1)
+    if command == "train":
+        steps = next(f for f in dataclasses.fields(_schema_for(command)) if f.name == "steps")
+        assert any(line.startswith(f"steps = {steps.default} ") and line.endswith("then the update)")
+                   for line in shown.stdout.splitlines())

@@ -327,8 +327,8 @@ def test_help_describes_the_commands_and_groups_not_hydra():
     assert all(f"\n  {command} " in top.stdout for command in COMMANDS)
     assert "env: edit_menu, tools" in top.stdout and "exit codes: 0 ok, 1 a preflight or run failure" in top.stdout
     assert train.stdout.startswith(f"usage: bugfix-rl train [key=value ...] [-m]\n{COMMANDS['train']}\n")
-    assert "env: edit_menu, tools" in train.stdout and "  group_size: 8\n" in train.stdout
-    assert evaluate.stdout.startswith("usage: bugfix-rl eval") and "ckpt: ???" in evaluate.stdout
+    assert "env: edit_menu, tools" in train.stdout and "\nalgo.group_size = 8 " in train.stdout
+    assert evaluate.stdout.startswith("usage: bugfix-rl eval") and "\nckpt = ???" in evaluate.stdout
     assert "env: edit_menu" not in evaluate.stdout  # eval takes no config groups
 
 

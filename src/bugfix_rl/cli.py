@@ -363,6 +363,36 @@ BODIES = {"train": (_train, "train"), "preflight": (_preflight, "train"), "eval"
           "starts": (_starts, "train")}
 
 
+def print_help(command: str, args: list[str]) -> None:
+    """`bugfix-rl <command> [overrides] --help`: its usage, its config groups (train's), and every key of
+    the config those overrides compose, with its value and one-line description (help.py)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+
+    from bugfix_rl.config import register_configs
+    from bugfix_rl.help import config_help
+
+    register_configs()
+    config_name = BODIES[command][1]
+    try:
+        check_overrides(command, args)
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name, overrides=_plain_overrides(args))
+    except UserError as err:
+        fail(str(err))
+    except HydraException as err:
+        fail(f"cannot compose the config: {str(err).splitlines()[0]}")
+    print(f"usage: bugfix-rl {command} [key=value ...] [-m]\n{COMMANDS[command]}\n")
+    if config_name == "train":
+        print("config groups: pick one with group=option (exp and ablation with a +: +exp=capstone)")
+        print("\n".join(f"  {group}: {', '.join(_group_options(group))}" for group in GROUPS) + "\n")
+    print("config: every key, its value here, what it does; override any with key=value\n")
+    print(config_help(_schema_for(command), OmegaConf.to_container(cfg, resolve=False)))
+    print("\nbugfix-rl --help lists the commands and the exit codes; --cfg job prints the composed config;"
+          " --hydra-help shows Hydra's own flags.")
+
+
 def usage() -> str:
     """`bugfix-rl --help`: the commands, the config groups, the exit codes."""
     width = max(map(len, COMMANDS))
@@ -392,8 +422,9 @@ def main(argv: list[str] | None = None) -> None:
         print(usage())
         return
     command, rest = argv[0], quote_labels(argv[1:])
-    if {"-h", "--help"} & set(rest):  # Hydra prints the rest (conf/hydra/help/)
-        print(f"usage: bugfix-rl {command} [key=value ...] [-m]\n{COMMANDS[command]}\n")
+    if {"-h", "--help"} & set(rest):
+        print_help(command, [arg for arg in rest if arg not in ("-h", "--help")])
+        return
     from bugfix_rl.checkpoint import CheckpointError
     from bugfix_rl.config import register_configs
     from bugfix_rl.inputs import recipe_hint

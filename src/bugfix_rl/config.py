@@ -66,20 +66,20 @@ class BaseRecipeConfig:
     model that has seen such tools but not this task. The result is cached by its recipe's hash.
     """
 
-    seed: int = 1234
+    seed: int = 1234  # the scripted episodes and the behaviour-cloning minibatches
     threads: int = 2  # built with a fixed thread count, so every run and sweep starts from the same weights
     episodes: int = 2048  # scripted episodes on renamed training tasks
     steps: int = 450  # behaviour-cloning steps (600 until the rows were packed: docs/PERFORMANCE.md)
-    batch_size: int = 64
-    lr: float = 3e-3
+    batch_size: int = 64  # demonstrations per behaviour-cloning step
+    lr: float = 3e-3  # behaviour-cloning learning rate
     lr_schedule: str = "constant"  # constant, or cosine: from lr to near 0 at the last step (algo/sft.py)
     length_buckets: bool = False  # random minibatches (packing removes their padding instead)
     pack_rows: int = 160  # each minibatch's demos packed into rows of this many tokens (0, or a copy head: padded)
-    p_read: float = 0.12
-    p_right_after_read: float = 0.8
-    p_test: float = 0.35
-    p_wander: float = 0.2
-    p_malformed: float = 0.04
+    p_read: float = 0.12  # the scripted agent reads the code first with this probability
+    p_right_after_read: float = 0.8  # after reading it picks the right op with this probability (else a random fix op)
+    p_test: float = 0.35  # it runs the tests after its edit with this probability
+    p_wander: float = 0.2  # it wanders (an extra read or test) before submitting with this probability
+    p_malformed: float = 0.04  # a call is malformed with this probability
     p_exploit: float = 0.15  # a guess is the exploit about as often as any one fix op
     p_renamed_operands: float = 0.9  # share of episodes on copies with operands renamed from OPERAND_POOL
     variants_per_task: int = 8  # renamed copies per training task
@@ -95,23 +95,23 @@ class ToolsBaseRecipeConfig:
     p_miscopy, and so on (see its docstring). Cached by the recipe's hash like `base`.
     """
 
-    seed: int = 1234
+    seed: int = 1234  # the scripted episodes and the behaviour-cloning minibatches
     threads: int = 2  # behaviour cloning 0.17 s/step on 2 threads against 0.27-0.34 on 1 (2-core Xeon)
     episodes: int = 1024  # scripted episodes
     steps: int = 1400  # behaviour-cloning steps
-    batch_size: int = 32
-    lr: float = 3e-3
+    batch_size: int = 32  # demonstrations per behaviour-cloning step
+    lr: float = 3e-3  # behaviour-cloning learning rate
     lr_schedule: str = "constant"  # as policy.base.lr_schedule
     length_buckets: bool = True  # minibatches of demos of similar length (episodes vary 2-3x)
     pack_rows: int = 0  # no packing: the copy head reads each episode as one whole sequence
-    p_read: float = 0.3
-    p_read_after_fail: float = 0.3
-    p_right_after_read: float = 0.6
-    p_miscopy: float = 0.3
-    p_retry: float = 0.5
-    p_test: float = 0.4
-    p_wander: float = 0.15
-    p_malformed: float = 0.04
+    p_read: float = 0.3  # the scripted agent Reads the file first with this probability (else edits from memory)
+    p_read_after_fail: float = 0.3  # after a refused Edit (not_read) it reads with this probability, else gives up
+    p_right_after_read: float = 0.6  # after reading it picks the right fix with this probability
+    p_miscopy: float = 0.3  # old_string miscopied (an operand replaced by a remembered one) with this probability
+    p_retry: float = 0.5  # after a miscopy it repeats the Edit correctly with this probability
+    p_test: float = 0.4  # it runs the tests in the Edit's turn with this probability
+    p_wander: float = 0.15  # an extra Read or test run with this probability
+    p_malformed: float = 0.04  # a call is malformed with this probability
     p_renamed_operands: float = 0.9  # share of episodes on copies with operands renamed from OPERAND_POOL
     p_shape_variant: float = 0.0  # share of episodes on a shape variant of the task (gym/shape_variants.py)
 
@@ -122,10 +122,10 @@ class PolicyConfig:
 
     name: str = "tiny"  # tiny | qwen3
     init: str = "rl_base"  # tiny: rl_base | scratch | path to a checkpoint (e.g. an SFT one); qwen3: pretrained | a path
-    d_model: int = 64
-    n_layers: int = 3
-    n_heads: int = 4
-    d_ff: int = 192
+    d_model: int = 64  # tiny: width of the transformer's residual stream
+    n_layers: int = 3  # tiny: transformer blocks
+    n_heads: int = 4  # tiny: attention heads per block
+    d_ff: int = 192  # tiny: hidden width of each block's MLP
     max_len: int = 256  # longest episode in tokens, prompt included
     cache_dir: str = ""  # rl_base cache; "" = $BUGFIX_RL_CACHE or ~/.cache/bugfix_rl
     base: BaseRecipeConfig = field(default_factory=BaseRecipeConfig)  # rl_base recipe of env=edit_menu
@@ -164,17 +164,17 @@ class TurnCreditConfig:
 class AlgoConfig:
     """The RL objective and its sampling (book defaults; verl/TRL names in docs/ALGORITHMS.md)."""
 
-    name: str = "grpo"
+    name: str = "grpo"  # the algorithm's label (conf/algo/<name>.yaml sets it with its knobs)
     group_size: int = 8  # episodes per task per step
     prompts_per_step: int = 8  # tasks per step
     temperature: float = 1.0  # sampler and trainer share it
     adv_mode: str = "grpo"  # grpo | dr_grpo | rloo | reinforce_pp
-    adv_eps: float = 1e-6
+    adv_eps: float = 1e-6  # added to the group's reward std before dividing (grpo)
     overlong_buffer: int = 0  # DAPO soft overlong penalty over the last N tokens of the context; 0 = off
     dynamic_sampling: bool = False  # resample degenerate (all-equal reward) groups
     max_sample_rounds: int = 4  # dynamic sampling: rounds of resampling at most
     ratio_level: str = "token"  # token | sequence (GSPO)
-    clip_low: float = 0.2
+    clip_low: float = 0.2  # ratio clipped below at 1 - clip_low (PPO's epsilon), in [0, 1)
     clip_high: float = 0.2  # > clip_low: DAPO clip-higher
     dual_clip: Optional[float] = None  # c > 1 caps the loss for A < 0 at -c*A
     loss_mode: str = "token_mean"  # token_mean | seq_mean_token_mean | seq_mean_token_sum | norm_const
@@ -185,16 +185,16 @@ class AlgoConfig:
     entropy_coef: float = 0.0  # entropy bonus
     tis_cap: Optional[float] = None  # truncated importance weights min(pi/mu, C); None = off
     tis_level: str = "token"  # token | sequence
-    lr: float = 1e-3
-    epochs: int = 1
-    minibatches: int = 2
+    lr: float = 1e-3  # the policy's learning rate (Adam)
+    epochs: int = 1  # passes over each step's batch
+    minibatches: int = 2  # optimizer steps per epoch: the batch split into this many minibatches
     micro_batch_size: int = 0  # rows per gradient-accumulation micro-batch; 0 = whole minibatch
     # the trainer's forward on the episodes packed end to end, each row as wide as the longest episode,
     # where the policy takes packed rows (TinyAgent without a copy head; the copy head and chat models
     # read whole sequences, so they run on padded rows): the same values up to float summation order,
     # about 15% less update time (docs/PERFORMANCE.md)
-    pack_rows: bool = True
-    max_grad_norm: float = 1.0
+    pack_rows: bool = True  # pack episodes into rows for the trainer's forward (see the comment above)
+    max_grad_norm: float = 1.0  # gradient norm clipped to this before each optimizer step
     max_nonfinite_skips: int = 3  # optimizer steps in a row skipped for a NaN/inf loss or gradient norm before the run stops
     task_filter: bool = False  # drop tasks whose recent pass rate is 0 or 1 from the step's draw
     curriculum: bool = False  # draw tasks with weight growing as their recent pass rate falls
@@ -207,11 +207,11 @@ class LoggerConfig:
     """Where dashboard rows go."""
 
     console: bool = True  # rich progress bar + a dashboard row every `every` steps
-    every: int = 5
+    every: int = 5  # steps between two dashboard rows on the console
     jsonl: bool = True  # metrics.jsonl in the run dir
-    wandb: bool = False
+    wandb: bool = False  # also send the rows and the final evaluation to W&B (logger=wandb sets it)
     wandb_mode: str = "offline"  # offline | online | disabled
-    wandb_project: str = "bugfix-rl"
+    wandb_project: str = "bugfix-rl"  # the W&B project runs are logged to
 
 
 @dataclass
@@ -222,7 +222,7 @@ class EvalConfig:
     n_val: int = 16  # episodes per validation task
     n_test: int = 32  # episodes per test task
     val_seed: int = 3  # validation generator (its own: never touches the training stream)
-    test_seed: int = 4
+    test_seed: int = 4  # test generator (its own: base and chosen see the same stream)
     test: bool = True  # evaluate base and chosen checkpoint on the test tasks at the end
     heldout_n: int = 0  # >0: also evaluate the chosen checkpoint (and the start) on all 10 held-out tasks
     heldout_seed_offset: int = 100  # held-out generator seed = offset + run seed (arms share it)
@@ -262,14 +262,14 @@ class StopConfig:
 class ColdStartConfig:
     """SFT before RL (`cold_start.enabled=true`), on demonstrations of the selected env."""
 
-    enabled: bool = False
+    enabled: bool = False  # run SFT on demonstrations before RL
     source: str = "oracle"  # oracle: scripted oracle on renamed training tasks | rejection: own successes
     demos: int = 20  # oracle demonstrations (one per training task when 20)
     renamed_operands: bool = False  # oracle demos on copies with operands renamed (teaches copying, not recall)
     rejection_per_task: int = 8  # rejection sampling: attempts per training task
-    steps: int = 10
-    lr: float = 1e-3
-    batch_size: int = 16
+    steps: int = 10  # SFT optimizer steps
+    lr: float = 1e-3  # SFT learning rate
+    batch_size: int = 16  # demonstrations per SFT step
     seed: int = 0  # the demonstrations and SFT minibatches (independent of the run seed, as in the book)
 
 
@@ -286,9 +286,9 @@ class RolloutConfig:
     trains on earlier batches (k=0: synchronous); stale samples need algo.tis_cap.
     """
 
-    workers: int = 0
+    workers: int = 0  # 0: sample in the trainer's process; N: N shards (Ray actors or local, see above)
     engine: str = "ray"  # ray | local (used when workers > 0)
-    max_staleness: int = 0
+    max_staleness: int = 0  # steps generation may run ahead of the learner (0 = synchronous; > 0 needs algo.tis_cap)
     worker_threads: int = 1  # torch threads per Ray actor
 
 
@@ -304,7 +304,7 @@ class TrainerConfig:
     """
 
     strategy: str = "single"  # single | ddp | fsdp
-    world_size: int = 1
+    world_size: int = 1  # learner processes (1 with single; >= 2 with ddp or fsdp)
     backend: str = "auto"  # auto (gloo, plus nccl for CUDA tensors where there is CUDA) | gloo | nccl
     timeout_minutes: float = 60.0  # how long a rank waits at a collective (rank 0 alone validates, evaluates, builds a base)
 
@@ -321,25 +321,25 @@ class BenchConfig:
 
 @dataclass
 class TrainConfig:
-    env: EnvConfig = field(default_factory=EnvConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    algo: AlgoConfig = field(default_factory=AlgoConfig)
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    stop: StopConfig = field(default_factory=StopConfig)
-    cold_start: ColdStartConfig = field(default_factory=ColdStartConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    bench: BenchConfig = field(default_factory=BenchConfig)
-    starts: StartsConfig = field(default_factory=StartsConfig)
-    steps: int = 60
-    seed: int = 0
+    env: EnvConfig = field(default_factory=EnvConfig)  # the environment: env=edit_menu | tools, env.* its knobs
+    policy: PolicyConfig = field(default_factory=PolicyConfig)  # the policy: policy=tiny | qwen3, policy.* its knobs
+    algo: AlgoConfig = field(default_factory=AlgoConfig)  # the RL objective and its sampling: algo=grpo | dapo | ...
+    logger: LoggerConfig = field(default_factory=LoggerConfig)  # where dashboard rows go: console, metrics.jsonl, W&B
+    eval: EvalConfig = field(default_factory=EvalConfig)  # checkpointing, validation and the final evaluations
+    stop: StopConfig = field(default_factory=StopConfig)  # early-stopping rules and alarms
+    cold_start: ColdStartConfig = field(default_factory=ColdStartConfig)  # SFT before RL
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)  # where episodes are sampled, and how far ahead of the learner
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)  # the learner's processes (single, ddp, fsdp)
+    bench: BenchConfig = field(default_factory=BenchConfig)  # `bugfix-rl bench` settings
+    starts: StartsConfig = field(default_factory=StartsConfig)  # `bugfix-rl starts` settings
+    steps: int = 60  # RL steps (each: prompts_per_step tasks x group_size episodes, then the update)
+    seed: int = 0  # the run's seed: sampling stream and torch's initial state
     threads: int = 2  # torch CPU threads: results depend on it (see docs)
     preflight: bool = True  # run the preflight checks before training
     allow_failed_preflight: bool = False  # start even when a preflight check fails
     resume: Optional[str] = None  # a checkpoint of an earlier run (same config): continue from its step
     arm: str = "default"  # label of this run in an ablation (report groups runs by arm and seed)
-    experiment: str = "default"
+    experiment: str = "default"  # name of the experiment (its outputs/ folder, W&B group); +exp=<name> sets it
 
 
 @dataclass
@@ -349,20 +349,20 @@ class EvalCommandConfig:
     ckpt: str = MISSING  # a checkpoint file, or a finished run dir (its chosen checkpoint: best validation)
     compare: Optional[str] = None  # a second checkpoint or run dir of the same env: paired difference ckpt - compare
     split: str = "test"  # train | val | test | heldout | shapes (checkpoint_eval.SPLITS)
-    n: int = 32
-    seed: int = 4
-    threads: int = 2
+    n: int = 32  # episodes per task
+    seed: int = 4  # the evaluation's generator (4: the test seed train uses)
+    threads: int = 2  # torch CPU threads
     top: int = 5  # most common action sequences shown
     out: Optional[str] = None  # also write the results as JSON to this file
     explain: bool = False  # failure analysis of the weak tasks (below explain_below): decoded failing episodes
-    explain_below: float = 0.5
+    explain_below: float = 0.5  # explain=true: tasks whose pass rate is below this
 
 
 @dataclass
 class ReportConfig:
     """`bugfix-rl report`."""
 
-    dir: str = MISSING
+    dir: str = MISSING  # the sweep dir (Hydra's -m output, or any folder holding runs' eval.json)
     reference: str = ""  # the arm others are compared with; "" = `default` if a run has it, else the first by name
 
 
@@ -371,10 +371,10 @@ class ComputeBudget:
     """One RL run's accelerator cost (`bugfix-rl plan compute=true`); defaults: design-review question 19."""
 
     params: float = 32e9  # N, dense model parameters
-    episodes_per_step: int = 512
+    episodes_per_step: int = 512  # episodes per RL step
     tokens_per_episode: float = 24_000.0  # all tokens of an episode: prompt, observations, policy
     policy_tokens_per_episode: float = 6_000.0  # the decoded ones
-    steps: int = 300
+    steps: int = 300  # RL steps
     peak_flops: float = 1e15  # dense bf16 FLOP/s of one accelerator
     mfu: float = 0.4  # model FLOPs utilisation of training
     decode_tokens_per_gpu_second: float = 1_000.0  # aggregate decode throughput per GPU (measure it)
@@ -390,13 +390,13 @@ class PlanConfig:
     seed_sd: float = 0.0  # without dir: sd of one arm's mean over seeds
     task_diff_sd: float = 0.0  # without dir: sd over tasks of a paired per-task difference
     test: str = "t"  # t (noncentral t) | z (normal; the book's table)
-    effects: list[float] = field(default_factory=lambda: [0.10, 0.05, 0.02])
+    effects: list[float] = field(default_factory=lambda: [0.10, 0.05, 0.02])  # differences in pass@1 to size a comparison for
     tasks: list[int] = field(default_factory=lambda: [10, 20, 50, 100])  # designs sized from a pilot
-    episodes: list[int] = field(default_factory=lambda: [16, 64])
-    alpha: float = 0.05
-    power: float = 0.8
+    episodes: list[int] = field(default_factory=lambda: [16, 64])  # episodes per task of the designs sized from a pilot
+    alpha: float = 0.05  # two-sided significance level
+    power: float = 0.8  # probability of detecting the effect
     compute: bool = False  # print the GPU-hour arithmetic of `budget` instead
-    budget: ComputeBudget = field(default_factory=ComputeBudget)
+    budget: ComputeBudget = field(default_factory=ComputeBudget)  # one RL run's accelerator cost (compute=true)
 
 
 @dataclass
@@ -419,12 +419,12 @@ class SimulateConfig:
     startup_seconds: float = 180.0  # container start-up
     warm_pool: int = 0  # containers kept started ahead; 0 = every episode waits for a cold start
     target_step_minutes: float = 30.0  # for the printed Little's-law sizing only
-    seed: int = 0
+    seed: int = 0  # the simulation's random stream
     # Calibration (this machine's own figures instead of the fields above): a run dir (or its
     # metrics.jsonl) whose steps sampled in one process or in Ray workers, synchronously. Its seconds
     # per episode (each step's sampling time x its workers / its episodes) replace the turn model,
     # its median update time update_seconds, its batch episodes_per_step; no container start-up.
-    calibrate: Optional[str] = None
+    calibrate: Optional[str] = None  # a run dir or metrics.jsonl to calibrate from (see the comment above)
     episode_seconds: list[float] = field(default_factory=list)  # episode durations drawn from (empty: the turn model)
 
 
