@@ -22,13 +22,13 @@ import statistics
 import time
 
 import torch
-from rich.console import Console
 from rich.table import Table
 
 from bugfix_rl.commands import configured_policy
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.rollout.collect import draw_step_tasks
 from bugfix_rl.rollout.pool import InlinePool, make_pool
+from bugfix_rl.terminal import output_console
 
 
 def _sampling_seconds(pool, tasks, algo, seed: int) -> tuple[float, int]:
@@ -72,7 +72,7 @@ def _summary(seconds: list[float]) -> str:
 def bench_command(cfg) -> dict:
     from bugfix_rl.train import cold_start
 
-    console = Console(highlight=False)
+    console = output_console()
     bench = cfg.bench
     single_threads = bench.baseline_threads
     # the timed trainers run bench.steps + 1 steps, so the pipeline looks ahead on every timed step but the last

@@ -8,10 +8,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from rich.console import Console
 from rich.table import Table
 
 from bugfix_rl.console import TrainConsole
+from bugfix_rl.terminal import output_console
 
 
 @contextmanager
@@ -58,7 +58,7 @@ def sft_command(cfg, run_dir: Path) -> Path:
         save_checkpoint(path, model_tensors(model), {**checkpoint_meta(cfg, 0, tokenizer), "sft_losses": losses})
         val = evaluate_split(model, tokenizer, make_env, "val", cfg.eval.n_val, cfg.eval.val_seed,
                              cfg.algo.temperature)
-    console = Console(highlight=False)
+    console = output_console()
     console.print(f"SFT ({cfg.cold_start.source}, {cfg.cold_start.steps} steps): loss {losses[0]:.3f} -> {losses[-1]:.4f}")
     lo, hi = val["ci"]
     console.print(f"validation pass@1 {val['pass_at_1']:.3f} [{lo:.3f}, {hi:.3f}] ({val['tasks']} tasks x "
@@ -113,7 +113,7 @@ def starts_command(cfg) -> list:
         table.add_column(column)
     for profile in profiles:
         table.add_row(*profile_cells(profile))
-    Console(highlight=False).print(table)
+    output_console().print(table)
     return profiles
 
 
@@ -132,7 +132,7 @@ def eval_command(cfg) -> dict:
                           cfg.explain_below if cfg.explain else None)
     except ValueError as err:
         raise UserError(str(err)) from None
-    print_eval(result, Console(highlight=False))
+    print_eval(result, output_console())
     if cfg.out:
         out = Path(cfg.out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -151,7 +151,7 @@ def report_command(cfg):
         report = build_report(cfg.dir, cfg.reference)
     except ReportError as err:
         raise UserError(str(err)) from None
-    print_report(report, Console(highlight=False))
+    print_report(report, output_console())
     from bugfix_rl.viewer import write_sweep_page  # the same table as a page linking each run's viewer.html
 
     print("wrote " + ", ".join(str(p) for p in [*write_report(report), write_sweep_page(report)]))

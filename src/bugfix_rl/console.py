@@ -13,6 +13,7 @@ from rich.table import Table
 from bugfix_rl.dashboard import ASYNC_KEYS, CONSOLE_KEYS
 from bugfix_rl.progress import bar_columns
 from bugfix_rl.report_run import gain_kept_lines, pass_at_text, start_chosen_lines
+from bugfix_rl.terminal import output_console
 
 
 def _fmt(value) -> str:
@@ -26,7 +27,7 @@ def _fmt(value) -> str:
 class TrainConsole:
     def __init__(self, cfg, enabled: bool = True):
         self.cfg, self.enabled = cfg, enabled
-        self.console = Console(highlight=False)
+        self.console = output_console()
         self.every = max(cfg.logger.every, 1)
         self._progress = None
         self._task = None

@@ -270,9 +270,11 @@ def seconds_per_step(result: SimResult) -> float:
 def simulate_command(cfg, console=None) -> tuple[SimResult, SimResult]:
     """`bugfix-rl simulate [overrides]`: sync vs async side by side, and the Little's-law sizing."""
     from rich.console import Console
+
+    from bugfix_rl.terminal import output_console
     from rich.table import Table
 
-    console = console or Console(highlight=False)
+    console = console or output_console()
     if cfg.calibrate:
         cfg = read_calibration(cfg)
         console.print(f"calibrated from {cfg.calibrate}: {len(cfg.episode_seconds)} steps, "

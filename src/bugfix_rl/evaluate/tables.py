@@ -10,6 +10,7 @@ from bugfix_rl.evaluate.ablation import (Report, describe, describe_shapes, powe
 from bugfix_rl.evaluate.checkpoint_eval import label_of
 from bugfix_rl.evaluate.episodes import failure_lines
 from bugfix_rl.evaluate.reliability import reliability_line
+from bugfix_rl.terminal import output_console
 
 
 def _ci(entry: dict, signed: bool = False) -> str:
@@ -20,7 +21,7 @@ def _ci(entry: dict, signed: bool = False) -> str:
 
 def print_eval(result: dict, console: Console | None = None) -> None:
     """pass@k with CIs, per-task counts and first edits, behaviour stats, top action sequences."""
-    console = console or Console(highlight=False)
+    console = console or output_console()
     n, tasks = result["n"], result["tasks"]
     models = result["models"]
     names = "AB"[: len(models)]  # short column labels; the legend says which checkpoint is which
@@ -100,7 +101,7 @@ def print_eval(result: dict, console: Console | None = None) -> None:
 
 def print_report(report: Report, console: Console | None = None) -> None:
     """The ablation table, then the power calculation."""
-    console = console or Console(highlight=False)
+    console = console or output_console()
     table = Table(title=f"ablation: {report.root}")
     for column in table_header(report):
         table.add_column(column)
