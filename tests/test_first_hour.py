@@ -357,6 +357,36 @@ def _pane(socket: str) -> str:
                           capture_output=True, text=True).stdout
 
 
+def _no_row_on_a_bar_line(panes: list[str]) -> None:
+    """No dashboard row or checkpoint line shares a screen line with the progress bar (issue 38: they
+    were printed onto the end of the live bar's line)."""
+    for pane in panes:
+        for line in pane.splitlines():
+            assert not ("━" in line and re.search(r"step +\d+ \||checkpoint +\d+ validation", line)), line
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux")
+def test_rows_and_checkpoint_lines_never_share_the_progress_bars_line(tmp_path, rl_base):
+    """A short run in a tmux pane with a dashboard row every step and a checkpoint every second step."""
+    socket, run_dir = f"bugfix-rl-rows-{os.getpid()}", tmp_path / "run"
+    command = shlex.join([sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=smoke", "steps=8", "logger.console=true",
+                          "logger.every=1", "eval.ckpt_every=2", "threads=1", "preflight=false", f"hydra.run.dir={run_dir}"])
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR", "TMUX")}
+    subprocess.run(["tmux", "-L", socket, "new-session", "-d", "-s", "run", "-x", "200", "-y", "50",
+                    f"{command}; echo exit=$?; sleep 600"], check=True, env={**env, "TERM": "xterm-256color"})
+    try:
+        panes, deadline = [], time.monotonic() + 300
+        while "exit=" not in (pane := _pane(socket)):
+            assert time.monotonic() < deadline, pane
+            panes.append(pane)
+            time.sleep(0.2)
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+    assert "exit=0" in pane, pane
+    assert len(re.findall(r"^step +\d+ \|", pane, re.M)) == 8 and "━" in pane, pane  # every row, and a bar, on screen
+    _no_row_on_a_bar_line(panes + [pane])
+
+
 @pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux")
 def test_make_runs_command_in_a_terminal_shows_progress_and_ends_with_the_run_dir(tmp_path, rl_base):
     """`make run`'s command (the capstone, seed 0, here with one thread; the RL base already cached by the
@@ -381,6 +411,7 @@ def test_make_runs_command_in_a_terminal_shows_progress_and_ends_with_the_run_di
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
     assert seen, "no training bar was ever on screen"
+    _no_row_on_a_bar_line(seen + [pane])
     assert re.search(r"train\s.*━.*\d+/60.*reward \d\.\d{3}", "\n".join(seen)), seen[-1]  # the bar, its count, status
     lines = [line.rstrip() for line in pane.splitlines() if line.strip()]
     assert lines[-1] == "exit=0", pane

@@ -33,8 +33,13 @@ class TrainConsole:
         self._task = None
 
     def print(self, *args) -> None:
-        if self.enabled:  # on stdout; while the bar is live, rich shows it above the bar
-            self.console.print(*args)
+        """On stdout; while the training bar is live and stdout is the bar's terminal, through the bar's
+        console, which prints above the bar: a rich console writes past a live display's stdout
+        redirection, so the rows and checkpoint lines landed on the end of the bar's line (issue 38)."""
+        if not self.enabled:
+            return
+        live = self._progress is not None and self.console.is_terminal
+        (self._progress.console if live else self.console).print(*args)
 
     def preflight(self, checks: dict) -> None:
         table = Table(title=f"preflight: {len(checks)} checks", show_lines=False)
