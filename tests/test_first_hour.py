@@ -432,3 +432,16 @@ def test_env_tools_with_the_default_policy_trains(tmp_path):
     assert "FAIL" not in result.stdout and "building the tools RL base" in result.stderr
     assert result.stdout.strip().splitlines()[-1] == f"run dir: {tmp_path}/run"
     assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "complete"
+
+
+def test_a_resumed_run_dir_names_its_origin_by_its_start_time():
+    """issue 38: resumed run dirs got 108-character names (the origin's whole name, which grows with
+    each resume); the origin is now named by its start time, as conf/train.yaml's run dirs begin."""
+    from bugfix_rl.config import resumed_tag
+
+    origin = "2026-12-03_08-01-32_default_seed0_from_2026-12-02_07-00-00_step_010"  # itself resumed
+    tag = resumed_tag(f"outputs/smoke/{origin}/checkpoints/step_020.safetensors")
+    assert tag == "_from_2026-12-03_08-01-32_step_020"
+    assert len(f"2026-12-03_09-00-00_default_seed0{tag}") == 67
+    assert resumed_tag("elsewhere/run/checkpoints/step_003.safetensors") == "_from_run_step_003"
+    assert resumed_tag(None) == ""

@@ -566,12 +566,18 @@ def _validate_trainer(cfg) -> None:
 
 
 def resumed_tag(resume) -> str:
-    """The run dir's suffix naming a resumed run's origin: `_from_<origin run>_step<N>` ("" without resume).
+    """The run dir's suffix naming a resumed run's origin: `_from_<origin>_step_<N>` ("" without resume),
+    the origin by its start time when its name begins with one (conf/train.yaml's run dirs): a resumed
+    run's name stays 67 characters (default arm), not 108, and a resume of a resume no longer grows it.
     Used by conf/train.yaml's hydra.run.dir as ${resumed_tag:${resume}}."""
+    import re
+
     if not resume:
         return ""
     checkpoint = Path(str(resume))
-    return f"_from_{checkpoint.resolve().parent.parent.name}_{checkpoint.stem}"
+    origin = checkpoint.resolve().parent.parent.name
+    started = re.match(r"\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}", origin)
+    return f"_from_{started.group(0) if started else origin}_{checkpoint.stem}"
 
 
 def register_configs() -> None:
