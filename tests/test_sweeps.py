@@ -55,6 +55,7 @@ def test_a_sweep_over_a_plain_key_reports_two_arms_named_by_it(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["env.reward=hidden_seed0_0",
                                                                    "env.reward=mixed_seed0_1"]
+    assert f"once its runs are done, compare them with: bugfix-rl report dir={sweep}\n" in run.stdout  # the next step
     report = _cli("report", f"dir={sweep}")
     assert report.returncode == 0, report.stderr
     assert "2 runs, 2 arms" in report.stdout and "appears twice" not in report.stdout
