@@ -11,7 +11,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from bugfix_rl.cli import quote_labels
-from bugfix_rl.sweeps import arm_label, arm_overrides
+from bugfix_rl.sweeps import arm_label, arm_overrides, single_job_note
 
 
 def _extra(*args: str) -> list[str]:
@@ -64,3 +64,9 @@ def test_a_sweep_over_a_plain_key_reports_two_arms_named_by_it(tmp_path):
     again = _cli("report", f"dir={sweep}", "reference=env.reward=mixed")  # the other arm as reference, unquoted
     assert again.returncode == 0, again.stderr
     assert "vs env.reward=mixed" in (sweep / "report.md").read_text()
+
+
+def test_a_sweep_flag_without_swept_values_says_it_runs_one_job():
+    parse = OverridesParser.create().parse_overrides
+    assert "runs one job" in single_job_note(parse(["+exp=smoke", "steps=1"]))
+    assert single_job_note(parse(["+exp=smoke", "seed=0,1"])) is None

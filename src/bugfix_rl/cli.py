@@ -447,9 +447,12 @@ def main(argv: list[str] | None = None) -> None:
         if command == "train" and flags & {"-m", "--multirun"}:
             from hydra.core.override_parser.overrides_parser import OverridesParser
 
-            from bugfix_rl.sweeps import arm_overrides
+            from bugfix_rl.sweeps import arm_overrides, single_job_note
 
-            rest = arm_overrides(OverridesParser.create().parse_overrides(_plain_overrides(rest))) + rest
+            parsed = OverridesParser.create().parse_overrides(_plain_overrides(rest))
+            if single_job_note(parsed):
+                print(f"note: {single_job_note(parsed)}", file=sys.stderr)
+            rest = arm_overrides(parsed) + rest
     except (UserError, CheckpointError) as err:
         fail(str(err))
     hint = recipe_hint(command, _plain_overrides(rest))

@@ -39,3 +39,12 @@ def arm_overrides(overrides) -> list[str]:
                     and not o.key_or_group.startswith("hydra")} | {"arm"})
     return [f"hydra.job.config.override_dirname.exclude_keys=[{','.join(fixed)}]",
             "arm='${arm_label:${hydra:job.override_dirname}}'"]
+
+
+def single_job_note(overrides) -> str | None:
+    """One line for `-m` without a swept value: it runs a single job (in the sweep layout), which the
+    user may not have meant (it used to pass silently)."""
+    if any(o.is_sweep_override() for o in overrides):
+        return None
+    return ("-m with no key=a,b values runs one job (laid out as a sweep); give values to sweep"
+            " (e.g. seed=0,1,2 -m) or drop -m for a single run")
