@@ -23,7 +23,9 @@ mkdir -p "$root"
 
 start=$(date +%s)
 # shellcheck disable=SC2086  # EXTRA is a list of overrides
-$BIN/bugfix-rl train +exp="$EXP" +ablation=default,turn_credit seed="$SEEDS" $EXTRA hydra.sweep.dir="$root" -m
+# the default arm is outcome-only (coef 0) whatever the preset says: tools_generated keeps turn credit on
+$BIN/bugfix-rl train +exp="$EXP" +ablation=default algo.turn_credit.coef=0 seed="$SEEDS" $EXTRA hydra.sweep.dir="$root" -m
+$BIN/bugfix-rl train +exp="$EXP" +ablation=turn_credit seed="$SEEDS" $EXTRA hydra.sweep.dir="$root" -m
 echo "$(( $(date +%s) - start ))" > "$root/seconds.txt"
 $BIN/bugfix-rl report dir="$root" reference=default
 
