@@ -52,7 +52,7 @@ def _tokenizer(cfg):
 def _check_env(key: str, path: str, meta: dict, cfg) -> None:
     trained = ((meta.get("config") or {}).get("env") or {}).get("name")
     if trained and trained != cfg.env.name:
-        hint = f" (train it with {ENV_RECIPE[trained]})" if trained in ENV_RECIPE else f" (add env={trained})"
+        hint = f" (use it with {ENV_RECIPE[trained]})" if trained in ENV_RECIPE else f" (use it with env={trained})"
         raise UserError(f"{key}={path} was trained on env={trained}, but this run is env={cfg.env.name}{hint}")
 
 
