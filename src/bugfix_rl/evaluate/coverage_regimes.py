@@ -22,7 +22,6 @@ import functools
 
 import numpy as np
 import torch
-from scipy.stats import binom
 
 from bugfix_rl.evaluate.intervals import task_mean_interval
 
@@ -38,6 +37,8 @@ def wilson_binomial_coverage(tasks: int, mean: float) -> float:
     outcomes = (torch.arange(tasks)[None, :] < k[:, None]).double()  # [T+1, T]: k tasks pass, T - k fail
     _, lo, hi = task_mean_interval(outcomes)
     inside = ((lo <= mean + 1e-12) & (mean - 1e-12 <= hi)).numpy()
+    from scipy.stats import binom  # here, not at import: train and eval processes never load scipy.stats
+
     return float(binom.pmf(k.numpy(), tasks, mean)[inside].sum())
 
 
