@@ -8,11 +8,14 @@ sent, so weights published with `set_weights` before a `submit` are the weights 
 trajectories are stamped with that version and are the same as `ShardedLocalPool`'s.
 
 Ray starts in-process (a local cluster of this machine's cores, on 127.0.0.1) unless one is already
-running; with RAY_ADDRESS set, the pool joins that cluster instead.
+running; with RAY_ADDRESS set, the pool joins that cluster instead. It starts once per process: a run's
+pools (preflight's, the trainer's) share it, a pool's close kills only its actors, and the cluster this
+process started stops when the process exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 
@@ -65,17 +68,35 @@ class RolloutWorker:
         self.close_env()
 
 
+_STARTED_CPUS = 0  # CPUs of the local cluster this process started (0: none started here)
+
+
+def _start_ray(cpus_needed: int):
+    """The `ray` module with a cluster running: joined (RAY_ADDRESS), kept (already running), or started
+    here once per process, stopped at exit. A cluster started here with too few CPUs for this pool (its
+    actors would wait forever) is restarted with enough."""
+    global _STARTED_CPUS
+    ray = _ray()
+    if ray.is_initialized() and _STARTED_CPUS and cpus_needed > _STARTED_CPUS:
+        ray.shutdown()
+    if ray.is_initialized():
+        return ray
+    if "RAY_ADDRESS" in os.environ:
+        ray.init(log_to_driver=False, configure_logging=False)  # join the cluster it names
+        return ray
+    cpus = max(cpus_needed, os.cpu_count() or 1)
+    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if not _STARTED_CPUS:
+        atexit.register(ray.shutdown)
+    _STARTED_CPUS = cpus
+    return ray
+
+
 class RayPool:
     """N RolloutWorker actors; submit returns object refs, result gathers them in group order."""
 
     def __init__(self, cfg, model, workers: int, threads: int = 1):
-        ray = _ray()
-        self.started_ray = not ray.is_initialized()
-        if self.started_ray and "RAY_ADDRESS" in os.environ:
-            ray.init(log_to_driver=False, configure_logging=False)  # join the cluster it names
-        elif self.started_ray:
-            ray.init(num_cpus=max(workers * threads, os.cpu_count() or 1), include_dashboard=False,
-                     log_to_driver=False, configure_logging=False)
+        ray = _start_ray(workers * threads)
         self.actors = []
         gpus = torch.cuda.device_count()  # where there are GPUs each actor gets its share (a chat model's replica)
         try:
@@ -106,8 +127,8 @@ class RayPool:
         return [t for shard in _ray().get(pending) for t in shard]
 
     def close(self, timeout: float = 30.0) -> None:
-        """Close the actors' sandboxes (best effort: a dead or hung actor is killed anyway), kill the
-        actors, and stop Ray if this pool started it. Never raises for a failed actor."""
+        """Close the actors' sandboxes (best effort: a dead or hung actor is killed anyway) and kill the
+        actors; Ray itself keeps running for the process's next pool. Never raises for a failed actor."""
         ray = _ray()
         try:
             ray.get([actor.close.remote() for actor in self.actors], timeout=timeout)
@@ -118,6 +139,3 @@ class RayPool:
             for actor in self.actors:
                 ray.kill(actor)
             self.actors = []
-            if self.started_ray:
-                ray.shutdown()
-                self.started_ray = False
