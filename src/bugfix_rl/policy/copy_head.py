@@ -43,7 +43,7 @@ comes next. After an insertion the pointed token comes next, after a replacement
 the two learned weights (w_next starts at 0) and the learned score tell them apart.
 
 Every consumer works on log P (the sampler samples from it, the trainer recomputes it, ratios, KL and
-entropy use it), so token-in/token-out stays exact (../shared/notes/copy-head.md).
+entropy use it), so token-in/token-out stays exact (docs/TOOLS.md, "What makes it learnable: a copy head").
 """
 
 from __future__ import annotations
