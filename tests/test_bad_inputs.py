@@ -47,9 +47,16 @@ def tools_checkpoints(tmp_path_factory) -> dict[str, Path]:
 def _cases(tmp: Path, ckpt: dict[str, Path]) -> list[tuple[list[str], str]]:
     (tmp / "corrupt.safetensors").write_bytes(b"not a safetensors file")
     (tmp / "a_file").write_text("")
+    (tmp / "no_checkpoints").mkdir()
+    for name, source in (("corrupt_run", tmp / "corrupt.safetensors"), ("tools_run", ckpt["run"])):
+        (tmp / name / "checkpoints").mkdir(parents=True)  # a run dir: resume= takes its last checkpoint, checked as a file
+        (tmp / name / "checkpoints" / "step_001.safetensors").write_bytes(source.read_bytes())
     return [
         (["train", "+exp=smoke", f"resume={tmp}/missing.safetensors"], "checkpoint not found"),
         (["train", "+exp=smoke", f"resume={tmp}/corrupt.safetensors"], "cannot read checkpoint"),
+        (["train", "+exp=smoke", f"resume={tmp}/no_checkpoints"], "is a folder without checkpoints"),
+        (["train", "+exp=smoke", f"resume={tmp}/corrupt_run"], "cannot read checkpoint"),
+        (["train", "+exp=smoke", f"resume={tmp}/tools_run"], "was trained on env=tools, but this run is env=edit_menu"),
         (["train", "policy=qwen3", f"policy.model={tmp}/no_model"], "is not a local model directory"),
         (["starts", "starts.n=4"], "starts.n=4 must be >= 8"),
         (["train", "+exp=smoke", f"policy.init={ckpt['run']}"], "was trained on env=tools, but this run is env=edit_menu"),
@@ -62,7 +69,8 @@ def _cases(tmp: Path, ckpt: dict[str, Path]) -> list[tuple[list[str], str]]:
     ]
 
 
-CASE_IDS = ["resume missing", "resume corrupt", "qwen3 without model", "starts n=4", "tools ckpt as init",
+CASE_IDS = ["resume missing", "resume corrupt", "resume dir without checkpoints", "resume dir corrupt",
+            "resume tools run dir", "qwen3 without model", "starts n=4", "tools ckpt as init",
             "tools ckpt as resume", "tools base as init", "tools base as resume", "run dir under a file",
             "sweep dir under a file", "clip_low<0"]
 

@@ -173,6 +173,36 @@ def check_overrides(command: str, args: list[str]) -> None:
             _check_value(schema, key, value)
 
 
+def resolve_resume(args: list[str]) -> tuple[list[str], list[str]]:
+    """(`args` with each `resume=<run dir>` value replaced by that run's last checkpoint (inputs.
+    resume_checkpoint), one line per replacement naming the checkpoint). Done before Hydra composes, so
+    the run dir's name (config.resumed_tag), the checks (inputs.check_resume), training and a Ctrl-C's
+    resume command all see the checkpoint file. A folder without checkpoints raises UserError."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from bugfix_rl.inputs import resume_checkpoint
+
+    resolved, notes, skip = [], [], False
+    for arg in args:
+        plain = not skip and not arg.startswith("-")
+        skip = not plain and arg in FLAGS_WITH_VALUE and "=" not in arg
+        override = OverridesParser.create().parse_override(arg) if plain else None
+        if override is None or override.key_or_group != "resume" or override.is_delete():
+            resolved.append(arg)
+            continue
+        values = list(override.sweep_string_iterator()) if override.is_sweep_override() else [override.value()]
+        files = [resume_checkpoint(value) if isinstance(value, str) else value for value in values]
+        for folder, file in zip(values, files):
+            if file != folder:
+                notes.append(f"resume={folder} is a run dir: resuming from its last checkpoint {file}")
+        if files == values:
+            resolved.append(arg)
+        else:
+            quoted = [f"'{file}'" if "'" not in file else file for file in files]
+            resolved.append(f"{arg.split('=', 1)[0]}={','.join(quoted)}")
+    return resolved, notes
+
+
 def check_composed(config_name: str, args: list[str], multirun: bool, command: str | None = None) -> None:
     """Compose the config as Hydra will and validate its values, then what `command` reads and where it
     writes (inputs.py; raises UserError or CheckpointError), before Hydra creates a run dir: bad input
@@ -442,6 +472,7 @@ def main(argv: list[str] | None = None) -> None:
         rest = [*rest, "hydra.run.dir=.", "hydra.output_subdir=null"]  # no folder holding only .hydra
     try:
         check_overrides(command, rest)
+        rest, notes = resolve_resume(rest) if command == "train" else (rest, [])
         if flags <= {"-m", "--multirun"}:  # --help, --cfg and other Hydra flags are left to Hydra
             check_composed(config_name, rest, multirun=bool(flags), command=command)
         if command == "train" and flags & {"-m", "--multirun"}:
@@ -455,6 +486,8 @@ def main(argv: list[str] | None = None) -> None:
             rest = arm_overrides(parsed) + rest
     except (UserError, CheckpointError) as err:
         fail(str(err))
+    for note in notes:  # once the checks passed: bad input stays one line
+        print(note, file=sys.stderr)
     hint = recipe_hint(command, _plain_overrides(rest))
     if hint:
         print(f"note: {hint}", file=sys.stderr)

@@ -337,7 +337,7 @@ class TrainConfig:
     threads: int = 2  # torch CPU threads: results depend on it (see docs)
     preflight: bool = True  # run the preflight checks before training
     allow_failed_preflight: bool = False  # start even when a preflight check fails
-    resume: Optional[str] = None  # a checkpoint of an earlier run (same config): continue from its step
+    resume: Optional[str] = None  # a checkpoint of an earlier run (same config) or its run dir (its last one): continue from its step
     arm: str = "default"  # label of this run in an ablation (report groups runs by arm and seed)
     experiment: str = "default"  # name of the experiment (its outputs/ folder, W&B group); +exp=<name> sets it
 

@@ -3,7 +3,8 @@
 cli.check_composed runs `check_inputs` on each composed config (each run of a sweep), so a bad input
 is one line, exit 2, and no folder: a `resume=` or `policy.init=` checkpoint that is missing, corrupt,
 without resume state, trained on another env or not fitting the configured policy; a Qwen3 model that
-is neither local nor cached; `starts` settings; an output dir that cannot be created. Each check goes
+is neither local nor cached; `starts` settings; an output dir that cannot be created; a `resume=` folder
+without checkpoints (a run dir stands for its last checkpoint: resume_checkpoint). Each check goes
 through the loader the command itself uses (load_checkpoint, build_policy, the tokenizer loader), so
 it passes only where the command would get past the same input.
 """
@@ -83,13 +84,21 @@ def check_policy_source(cfg) -> None:
     _check_fits("policy.init", init, cfg, tokenizer)
 
 
+def resume_checkpoint(path: str) -> str:
+    """The checkpoint `resume=<path>` continues from: `path` itself, or for a run dir its last checkpoint
+    (what a TRL or verl user passes: the run, not a file in it); UserError for a folder without one."""
+    if not Path(path).is_dir():
+        return path
+    last = last_checkpoint(Path(path))
+    if last is None:
+        raise UserError(f"resume={path} is a folder without checkpoints/step_*.safetensors: nothing to resume")
+    return str(last)
+
+
 def check_resume(cfg) -> None:
-    """resume= names a checkpoint with resume state, of this env, whose weights fit this policy."""
+    """resume= names a checkpoint with resume state, of this env, whose weights fit this policy (a run
+    dir has been replaced by its last checkpoint before: cli.resolve_resume)."""
     path = cfg.resume
-    if Path(path).is_dir():
-        last = last_checkpoint(Path(path))
-        raise UserError(f"resume={path} is a run dir; pass one of its checkpoints"
-                        + (f", e.g. its last: resume={last}" if last else " (it has none)"))
     tensors, meta = load_checkpoint(path)
     if meta.get("kind") != "policy" or "rows" not in meta or "rng.generator" not in tensors:
         raise UserError(f"resume={path} has no resume state (kind {meta.get('kind')!r}, weights only): "
@@ -99,9 +108,10 @@ def check_resume(cfg) -> None:
 
 
 def last_checkpoint(run_dir: Path) -> Path | None:
-    """The newest checkpoints/step_*.safetensors of a run dir, or None."""
-    steps = sorted((run_dir / "checkpoints").glob("step_*.safetensors"))
-    return steps[-1] if steps else None
+    """The newest checkpoints/step_N.safetensors of a run dir (highest N: step_1000 after step_999), or None."""
+    steps = [path for path in (run_dir / "checkpoints").glob("step_*.safetensors")
+             if path.stem.removeprefix("step_").isdigit()]
+    return max(steps, key=lambda path: int(path.stem.removeprefix("step_")), default=None)
 
 
 def checkpoint_of(path: str) -> str:
