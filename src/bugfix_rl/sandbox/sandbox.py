@@ -209,6 +209,8 @@ class Sandbox:
     `reasons` gives a one-line reason for each inactive one. Thread-safe; a context manager.
     """
 
+    _faults: tuple[float, random.Random, threading.Lock] | None = None  # inject_grading_faults; None: off
+
     def __init__(self, config: SandboxConfig | None = None):
         self.config = config or SandboxConfig()
         self._workers: list[_Worker] = []
@@ -233,7 +235,6 @@ class Sandbox:
         for worker in self._workers:
             self._idle.put(worker)
         self._pool = ThreadPoolExecutor(self.config.workers, thread_name_prefix="sandbox")
-        self._faults: tuple[float, random.Random, threading.Lock] | None = None
 
     def inject_grading_faults(self, rate: float, seed: int = 0) -> None:
         """Test hook (`env.infra_fault_rate`): from now on each `call_function` (a grading) answers
