@@ -357,6 +357,24 @@ def _pane(socket: str) -> str:
                           capture_output=True, text=True).stdout
 
 
+def _run_in_tmux(socket: str, command: str, timeout: float, poll: float, keep=lambda pane: True) -> tuple[list[str], str]:
+    """Run `command` in a detached tmux pane of 200 x 50 on its own server `socket` until it prints
+    exit=<code>: (the panes captured meanwhile that `keep` accepts, the last pane)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR", "TMUX")}
+    subprocess.run(["tmux", "-L", socket, "new-session", "-d", "-s", "run", "-x", "200", "-y", "50",
+                    f"{command}; echo exit=$?; sleep 600"], check=True, env={**env, "TERM": "xterm-256color"})
+    try:
+        panes, deadline = [], time.monotonic() + timeout
+        while "exit=" not in (pane := _pane(socket)):
+            assert time.monotonic() < deadline, pane
+            if keep(pane):
+                panes.append(pane)
+            time.sleep(poll)
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+    return panes, pane
+
+
 def _no_row_on_a_bar_line(panes: list[str]) -> None:
     """No dashboard row or checkpoint line shares a screen line with the progress bar (issue 38: they
     were printed onto the end of the live bar's line)."""
@@ -371,17 +389,7 @@ def test_rows_and_checkpoint_lines_never_share_the_progress_bars_line(tmp_path, 
     socket, run_dir = f"bugfix-rl-rows-{os.getpid()}", tmp_path / "run"
     command = shlex.join([sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=smoke", "steps=8", "logger.console=true",
                           "logger.every=1", "eval.ckpt_every=2", "threads=1", "preflight=false", f"hydra.run.dir={run_dir}"])
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR", "TMUX")}
-    subprocess.run(["tmux", "-L", socket, "new-session", "-d", "-s", "run", "-x", "200", "-y", "50",
-                    f"{command}; echo exit=$?; sleep 600"], check=True, env={**env, "TERM": "xterm-256color"})
-    try:
-        panes, deadline = [], time.monotonic() + 300
-        while "exit=" not in (pane := _pane(socket)):
-            assert time.monotonic() < deadline, pane
-            panes.append(pane)
-            time.sleep(0.2)
-    finally:
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+    panes, pane = _run_in_tmux(socket, command, timeout=300, poll=0.2)
     assert "exit=0" in pane, pane
     assert len(re.findall(r"^step +\d+ \|", pane, re.M)) == 8 and "━" in pane, pane  # every row, and a bar, on screen
     _no_row_on_a_bar_line(panes + [pane])
@@ -398,18 +406,7 @@ def test_make_runs_command_in_a_terminal_shows_progress_and_ends_with_the_run_di
     MAKE_RUN_ARGS = shlex.split(recipe.split("$(BIN)/bugfix-rl ", 1)[1]) + ["threads=1"]
     socket, run_dir = f"bugfix-rl-test-{os.getpid()}", tmp_path / "run"
     command = shlex.join([sys.executable, "-m", "bugfix_rl.cli", *MAKE_RUN_ARGS, f"hydra.run.dir={run_dir}"])
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR", "TMUX")}
-    subprocess.run(["tmux", "-L", socket, "new-session", "-d", "-s", "run", "-x", "200", "-y", "50",
-                    f"{command}; echo exit=$?; sleep 600"], check=True, env={**env, "TERM": "xterm-256color"})
-    try:
-        seen, deadline = [], time.monotonic() + 600
-        while "exit=" not in (pane := _pane(socket)):
-            assert time.monotonic() < deadline, pane
-            if "━" in pane and "train" in pane:
-                seen.append(pane)
-            time.sleep(0.5)
-    finally:
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+    seen, pane = _run_in_tmux(socket, command, timeout=600, poll=0.5, keep=lambda pane: "━" in pane and "train" in pane)
     assert seen, "no training bar was ever on screen"
     _no_row_on_a_bar_line(seen + [pane])
     assert re.search(r"train\s.*━.*\d+/60.*reward \d\.\d{3}", "\n".join(seen)), seen[-1]  # the bar, its count, status

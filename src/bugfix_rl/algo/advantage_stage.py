@@ -57,7 +57,6 @@ def compute_advantages(batch, trajectories, algo, model_len: int, valid: torch.T
     grouped = rewards.view(-1, algo.group_size)  # [groups, G]
     if valid is None:
         advantages = ADVANTAGES[algo.adv_mode](grouped, algo.adv_eps)
-        kept = torch.ones_like(grouped, dtype=torch.bool)
     else:
         kept = kept_episodes(valid.view(-1, algo.group_size))
         advantages = MASKED_ADVANTAGES[algo.adv_mode](grouped, kept, algo.adv_eps)
