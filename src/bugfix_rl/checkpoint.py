@@ -11,9 +11,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-
-class CheckpointError(RuntimeError):
-    """A checkpoint is missing, unreadable or not one of ours (one-line message)."""
+from bugfix_rl.errors import CheckpointError  # noqa: F401  (raised here; importers take it from either module)
 
 
 def save_checkpoint(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict) -> Path:

@@ -281,7 +281,7 @@ def _run_dir():
 
 def _guarded(fn):
     """Run a command body: known failures become one line, exit 2 for bad input, 1 for a failed run."""
-    from bugfix_rl.checkpoint import CheckpointError
+    from bugfix_rl.errors import CheckpointError
 
     def wrapper(cfg):
         from bugfix_rl.distributed import LearnerRankFailed
@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> None:
     if {"-h", "--help"} & set(rest):
         print_help(command, [arg for arg in rest if arg not in ("-h", "--help")])
         return
-    from bugfix_rl.checkpoint import CheckpointError
+    from bugfix_rl.errors import CheckpointError
     from bugfix_rl.config import register_configs
     from bugfix_rl.inputs import recipe_hint
 

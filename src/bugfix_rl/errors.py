@@ -3,3 +3,8 @@
 
 class UserError(Exception):
     """A problem with what the user asked for; printed as one line, exit code 2."""
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, unreadable or not one of ours (one-line message). Defined here, without
+    torch, so that the CLI's checks of bad input answer before torch loads (checkpoint.py re-exports it)."""

@@ -15,8 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from bugfix_rl.checkpoint import CheckpointError, load_checkpoint
-from bugfix_rl.errors import UserError
+from bugfix_rl.errors import CheckpointError, UserError
 
 NAMED_INITS = ("rl_base", "scratch", "pretrained")  # policy.init values that are not paths
 ENV_RECIPE = {"tools": "+exp=tools"}  # env -> the experiment that trains a policy for it
@@ -79,6 +78,8 @@ def check_policy_source(cfg) -> None:
     if Path(init).is_dir():
         raise UserError(f"policy.init={init} is a directory; pass a checkpoint file "
                         f"(e.g. {init.rstrip('/')}/checkpoints/step_NNN.safetensors or sft.safetensors)")
+    from bugfix_rl.checkpoint import load_checkpoint  # here: a config error answers before torch loads
+
     _, meta = load_checkpoint(init)
     _check_env("policy.init", init, meta, cfg)
     _check_fits("policy.init", init, cfg, tokenizer)
@@ -98,6 +99,8 @@ def resume_checkpoint(path: str) -> str:
 def check_resume(cfg) -> None:
     """resume= names a checkpoint with resume state, of this env, whose weights fit this policy (a run
     dir has been replaced by its last checkpoint before: cli.resolve_resume)."""
+    from bugfix_rl.checkpoint import load_checkpoint
+
     path = cfg.resume
     tensors, meta = load_checkpoint(path)
     if meta.get("kind") != "policy" or "rows" not in meta or "rng.generator" not in tensors:
