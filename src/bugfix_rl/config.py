@@ -212,6 +212,7 @@ class LoggerConfig:
     wandb: bool = False  # also send the rows and the final evaluation to W&B (logger=wandb sets it)
     wandb_mode: str = "offline"  # offline | online | disabled
     wandb_project: str = "bugfix-rl"  # the W&B project runs are logged to
+    tensorboard: bool = False  # also write the rows and the final evaluation to <run dir>/tensorboard/ (logger=tensorboard sets it)
 
 
 @dataclass
@@ -324,7 +325,7 @@ class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)  # the environment: env=edit_menu | tools, env.* its knobs
     policy: PolicyConfig = field(default_factory=PolicyConfig)  # the policy: policy=tiny | qwen3, policy.* its knobs
     algo: AlgoConfig = field(default_factory=AlgoConfig)  # the RL objective and its sampling: algo=grpo | dapo | ...
-    logger: LoggerConfig = field(default_factory=LoggerConfig)  # where dashboard rows go: console, metrics.jsonl, W&B
+    logger: LoggerConfig = field(default_factory=LoggerConfig)  # where dashboard rows go: console, metrics.jsonl, W&B, TensorBoard
     eval: EvalConfig = field(default_factory=EvalConfig)  # checkpointing, validation and the final evaluations
     stop: StopConfig = field(default_factory=StopConfig)  # early-stopping rules and alarms
     cold_start: ColdStartConfig = field(default_factory=ColdStartConfig)  # SFT before RL

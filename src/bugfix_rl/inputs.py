@@ -37,6 +37,12 @@ def check_inputs(command: str, cfg) -> None:
     """Raise UserError or CheckpointError (one line) for an input `command` cannot use."""
     if command in ("train", "preflight", "sft", "starts", "bench"):
         check_policy_source(cfg)
+    if command == "train" and cfg.logger.tensorboard:
+        from bugfix_rl.tensorboard_run import available
+
+        if not available():
+            raise UserError("logger.tensorboard=true needs the tensorboard package, which is not installed:"
+                            " pip install tensorboard (or drop logger=tensorboard)")
     if command == "train" and cfg.resume:
         check_resume(cfg)
     if command == "starts":

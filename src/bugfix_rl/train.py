@@ -289,6 +289,10 @@ def run_training(cfg, run_dir: Path) -> dict:
             from bugfix_rl.wandb_run import WandbLogger
 
             loggers.append(WandbLogger(cfg.logger, run_dir, dataclasses.asdict(cfg)))
+        if cfg.logger.tensorboard:
+            from bugfix_rl.tensorboard_run import TensorBoardLogger
+
+            loggers.append(TensorBoardLogger(run_dir))
         if cfg.logger.jsonl:
             for row in state.rows:  # a resumed run's metrics.jsonl starts with the rows it inherits
                 loggers[0].log(row)
