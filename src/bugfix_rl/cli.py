@@ -27,6 +27,7 @@ COMMANDS = {  # command -> what it does (`bugfix-rl --help`)
     "preflight": "the ten invariants of one update on the first batch (+1 or 2 with rollout workers or staleness), then stop",
     "eval": "evaluate a checkpoint (a run dir: its chosen one) on a split: eval ckpt=<file|run dir> [split=test n=32 compare=...]",
     "report": "ablation table, report.md and forest plot of a sweep: report dir=<multirun dir>",
+    "export": "a trained policy in the Hugging Face layout: export ckpt=<file|run dir> out=<dir> (Qwen3: save_pretrained)",
     "sft": "SFT on demonstrations -> <run dir>/sft.safetensors (then train policy.init=<that file>)",
     "bench": "time the configured rollout path beside one process",
     "simulate": "size a rollout cluster (sync vs async pipeline) before paying for it",
@@ -52,7 +53,7 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
 def _schema_for(command: str):
     from bugfix_rl import config
 
-    return {"eval": config.EvalCommandConfig, "report": config.ReportConfig,
+    return {"eval": config.EvalCommandConfig, "report": config.ReportConfig, "export": config.ExportConfig,
             "simulate": config.SimulateConfig, "plan": config.PlanConfig}.get(command, config.TrainConfig)
 
 
@@ -356,6 +357,12 @@ def _report(cfg):
     report_command(_to_object(cfg))
 
 
+def _export(cfg):
+    from bugfix_rl.export import export_command
+
+    export_command(_to_object(cfg))
+
+
 def _sft(cfg):
     from bugfix_rl.commands import sft_command
 
@@ -394,7 +401,7 @@ def _plan(cfg):
 
 
 BODIES = {"train": (_train, "train"), "preflight": (_preflight, "train"), "eval": (_eval, "eval"),
-          "report": (_report, "report"), "sft": (_sft, "train"), "bench": (_bench, "train"),
+          "report": (_report, "report"), "export": (_export, "export"), "sft": (_sft, "train"), "bench": (_bench, "train"),
           "simulate": (_simulate, "simulate"), "plan": (_plan, "plan"),
           "starts": (_starts, "train")}
 

@@ -200,6 +200,7 @@ class AlgoConfig:
     curriculum: bool = False  # draw tasks with weight growing as their recent pass rate falls
     turn_credit: TurnCreditConfig = field(default_factory=TurnCreditConfig)  # per-turn credit; off by default
     mask_infra: bool = True  # episodes whose reward the infrastructure decided (env_error, grading sandbox_error) leave advantages and pass rates (algo/infra_mask.py)
+    canary_rate: float = 0.0625  # canary groups per training group: ceil(rate x prompts_per_step), at least 1, unsolvable tasks sampled each step for canary_reward, never trained on (canaries.py); 0 = none
 
 
 @dataclass
@@ -360,6 +361,14 @@ class EvalCommandConfig:
 
 
 @dataclass
+class ExportConfig:
+    """`bugfix-rl export`: a trained policy in the Hugging Face layout (src/bugfix_rl/export.py)."""
+
+    ckpt: str = MISSING  # a checkpoint file, or a finished run dir (its chosen checkpoint, as eval picks it)
+    out: str = MISSING  # the folder to write; must not exist yet, or be empty
+
+
+@dataclass
 class ReportConfig:
     """`bugfix-rl report`."""
 
@@ -510,6 +519,8 @@ def validate(cfg) -> None:
     if not (0 <= algo.clip_low < 1 and 0 <= algo.clip_high < math.inf):
         raise ConfigError(f"algo.clip_low={algo.clip_low} must lie in [0, 1) and algo.clip_high={algo.clip_high} be >= 0"
                           " (the ratio is clipped to [1 - clip_low, 1 + clip_high])")
+    if not 0 <= algo.canary_rate <= 1:
+        raise ConfigError(f"algo.canary_rate={algo.canary_rate} must lie in [0, 1] (canary groups per training group; 0 = none)")
     if algo.dual_clip is not None and algo.dual_clip <= 1:
         raise ConfigError(f"algo.dual_clip={algo.dual_clip} must be > 1")
     turn = algo.turn_credit
@@ -593,6 +604,7 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="eval_schema", node=EvalCommandConfig)
+    cs.store(name="export_schema", node=ExportConfig)
     cs.store(name="report_schema", node=ReportConfig)
     cs.store(name="simulate_schema", node=SimulateConfig)
     cs.store(name="plan_schema", node=PlanConfig)

@@ -47,6 +47,8 @@ def check_inputs(command: str, cfg) -> None:
         check_resume(cfg)
     if command == "starts":
         check_starts(cfg.starts)
+    if command == "export":
+        check_export(cfg)
 
 
 def _tokenizer(cfg):
@@ -141,6 +143,26 @@ def checkpoint_of(path: str) -> str:
     except (ValueError, KeyError, TypeError) as err:
         raise UserError(f"cannot read the chosen checkpoint from {result}: {type(err).__name__}: {err}") from None
     return str(folder / "checkpoints" / f"step_{step:03d}.safetensors")
+
+
+def check_export(cfg) -> None:
+    """`export ckpt=... out=...`: a checkpoint written by train or sft (a run dir: its chosen one), whose
+    policy can be rebuilt (a Qwen3's model is there), and an `out` that is absent or an empty folder
+    in a place that can be written (export.py writes nothing before this passes)."""
+    from bugfix_rl.checkpoint import load_checkpoint
+
+    ckpt = checkpoint_of(cfg.ckpt)
+    _, meta = load_checkpoint(ckpt)
+    if not isinstance(meta.get("config"), dict):
+        raise UserError(f"ckpt={ckpt} holds no training config (kind {meta.get('kind')!r}): export takes a checkpoint"
+                        " written by bugfix-rl train or sft, or a finished run dir")
+    from bugfix_rl.evaluate.checkpoint_eval import config_from_meta
+
+    _tokenizer(config_from_meta(meta, ckpt))  # a Qwen3 checkpoint: its base model (policy.model) is there
+    out = Path(cfg.out)
+    if out.exists() and not (out.is_dir() and not any(out.iterdir())):
+        raise UserError(f"out={cfg.out} already exists and is not an empty folder; choose a new one")
+    check_writable(str(out.parent))
 
 
 def check_starts(starts) -> None:
