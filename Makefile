@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_WORKERS ?= 2  # pytest-xdist workers: one per core of a 2-core CI machine
 
-.PHONY: run test test-slow test-gpu bench docs clean
+.PHONY: run test test-slow test-gpu bench bases docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $$( command -v $(PY) || command -v python3 ) -m venv $(VENV)
@@ -27,6 +27,9 @@ test-gpu: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_step.py
+
+bases: $(STAMP)  # rebuild the shipped RL bases after a change to the code they depend on (scripts/ship_bases.py)
+	$(BIN)/python scripts/ship_bases.py
 
 docs: $(STAMP)
 	bash scripts/make_docs.sh

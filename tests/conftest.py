@@ -33,9 +33,10 @@ def pytest_configure(config):
     other waits idle."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return  # an xdist worker, or a run without workers: the fixture builds it when needed
-    from bugfix_rl.policy.rl_base import base_path
+    from bugfix_rl.policy.rl_base import base_path, shipped_base
 
-    if base_path(build_tokenizer(make_tasks("all")), TrainConfig().policy).is_file():
+    path = base_path(build_tokenizer(make_tasks("all")), TrainConfig().policy)
+    if path.is_file() or shipped_base(path).is_file():
         return
     import subprocess
     import sys

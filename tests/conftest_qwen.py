@@ -4,7 +4,8 @@ The model directory holds a random Qwen3 (hidden 64, 2 layers, 4 heads / 2 kv he
 intermediate 128) with the stand-in tokenizer (Qwen3's special tokens and chat template), warm-started
 on scripted episodes of the first two training tasks; it is built once per machine under
 $BUGFIX_RL_CACHE (default ~/.cache/bugfix_rl) and loaded through the same from-directory path a
-user's model takes.
+user's model takes. A copy is committed under tests/fixtures (for the pinned torch and the transformers
+it names), so a fresh clone does not spend a minute building it.
 """
 
 from __future__ import annotations
@@ -30,10 +31,18 @@ def cache_dir() -> Path:
     return Path(os.environ.get("BUGFIX_RL_CACHE", Path.home() / ".cache" / "bugfix_rl"))
 
 
+FIXTURES = REPO / "tests" / "fixtures"  # the committed tiny Qwen3 (scripts/tiny_qwen_fixture.py writes it)
+
+
 @pytest.fixture(scope="session")
 def tiny_qwen_dir() -> Path:
-    from bugfix_rl.policy.tiny_qwen import cached_tiny_qwen
+    """The committed tiny Qwen3 when its name (key) is this code's and these libraries', else the one
+    built once under the cache (the same recipe: cached_tiny_qwen)."""
+    from bugfix_rl.policy.tiny_qwen import cached_tiny_qwen, tiny_qwen_name
 
+    committed = FIXTURES / tiny_qwen_name()
+    if (committed / "config.json").is_file():
+        return committed
     torch.set_num_threads(2)
     return cached_tiny_qwen(cache_dir())
 

@@ -277,7 +277,8 @@ def test_one_training_step_on_the_tools_env_with_turn_credit(tmp_path):
     run = tmp_path / "run"
     result = subprocess.run(
         [sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=tools", "+ablation=turn_credit", "steps=1",
-         "threads=1", "eval.n_val=1", "eval.n_test=1", "eval.heldout_n=1", "eval.test=false", "logger.console=false",
+         "threads=1", "eval.n_val=1", "eval.n_test=1", "eval.heldout_n=1", "eval.shapes_n=0", "eval.test=false",
+         "logger.console=false",
          "preflight=false", "policy.tools_base.episodes=16", "policy.tools_base.steps=5",
          f"policy.cache_dir={tmp_path / 'cache'}", "algo.group_size=2", "algo.prompts_per_step=2",
          f"hydra.run.dir={run}"], capture_output=True, text=True, timeout=600)

@@ -4,7 +4,9 @@ This is the analog of a pretrained model (SPEC §3): it emits well-formed calls,
 only sometimes, and guesses the op otherwise. Each env has its own scripted agent and recipe
 (`policy.base` for the edit menu, `policy.tools_base` for the tools env). The recipe is seeded and
 its result is cached under `cache_dir` keyed by a hash of the recipe, the architecture and the
-vocabulary, so every run (and every seed of a sweep) starts from the same weights.
+vocabulary, so every run (and every seed of a sweep) starts from the same weights. The bases of the
+default config and of the experiments in conf/exp ship with the package (SHIPPED_DIR), so those runs
+load theirs instead of building it.
 """
 
 from __future__ import annotations
@@ -120,6 +122,18 @@ def cache_root(policy_cfg) -> Path:
     return Path(policy_cfg.cache_dir or os.environ.get("BUGFIX_RL_CACHE") or Path.home() / ".cache" / "bugfix_rl")
 
 
+# Bases shipped in the package, named as in the cache (`<prefix>-<recipe key>.safetensors`): the bases of
+# the experiments in conf/exp that train TinyAgent from policy.init=rl_base, built on portable kernels by
+# `make bases` (scripts/ship_bases.py). A recipe key covers everything the weights depend on, so a shipped
+# file is found exactly when a build here would give the same bytes; otherwise the base is built and cached.
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "bases"
+
+
+def shipped_base(path: Path) -> Path:
+    """The shipped copy of the base cached at `path` (it may not exist)."""
+    return SHIPPED_DIR / path.name
+
+
 # The code a base's weights depend on besides its recipe: the gym (tasks, envs, renderings), the scripted
 # agents and how their episodes are tokenised, the model and behaviour cloning.
 BASE_CODE = ("gym/*.py", "policy/scripted.py", "policy/scripted_tools.py", "policy/tiny.py", "policy/copy_head.py",
@@ -216,7 +230,7 @@ def make_rl_base(tokenizer: Tokenizer, policy_cfg, cache: bool = True, env_cfg=N
     recipe, arch = getattr(policy_cfg, recipe_field), architecture(policy_cfg)
     path = base_path(tokenizer, policy_cfg, env_cfg)
     model = new_tiny_agent(tokenizer, arch)
-    if cache and _load_cached(path, model):
+    if cache and (_load_cached(path, model) or _load_cached(shipped_base(path), model)):
         return model
     if progress is None:
         from bugfix_rl.progress import PhaseProgress

@@ -232,10 +232,9 @@ def warm_start(directory: str | Path, steps: int = 150, seed: int = 0, lr: float
 WARM_START = dict(steps=150, lr=5e-3, batch_size=8, seed=0, p_right=0.5)
 
 
-def cached_tiny_qwen(cache_dir: str | Path, warm: bool = True) -> Path:
-    """The tiny Qwen3 directory (stand-in tokenizer, random weights, warm-started unless warm=False),
-    built once (minutes on a busy CPU) and kept under cache_dir, keyed by what it depends on: the
-    system prompts and tool schemas, the template and its added tokens, this module, the library versions."""
+def tiny_qwen_name(warm: bool = True) -> str:
+    """The tiny Qwen3 directory's name, `tiny_qwen3_<key>`, keyed by what it depends on: the system
+    prompts and tool schemas, the template and its added tokens, this module, the library versions."""
     import transformers
 
     key = hashlib.sha256(json.dumps({
@@ -243,7 +242,13 @@ def cached_tiny_qwen(cache_dir: str | Path, warm: bool = True) -> Path:
         "source": Path(__file__).read_text(),
         "recipe": WARM_START if warm else None, "transformers": transformers.__version__,
         "torch": torch.__version__.split("+")[0]}, sort_keys=True).encode()).hexdigest()[:16]
-    directory = Path(cache_dir) / f"tiny_qwen3_{key}"
+    return f"tiny_qwen3_{key}"
+
+
+def cached_tiny_qwen(cache_dir: str | Path, warm: bool = True) -> Path:
+    """The tiny Qwen3 directory (stand-in tokenizer, random weights, warm-started unless warm=False),
+    built once (minutes on a busy CPU) and kept under cache_dir as tiny_qwen_name(warm)."""
+    directory = Path(cache_dir) / tiny_qwen_name(warm)
     if (directory / "config.json").is_file():
         return directory
     directory.parent.mkdir(parents=True, exist_ok=True)
