@@ -55,7 +55,10 @@ def test_a_sweep_over_a_plain_key_reports_two_arms_named_by_it(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["env.reward=hidden_seed0_0",
                                                                    "env.reward=mixed_seed0_1"]
-    assert f"once its runs are done, compare them with: bugfix-rl report dir={sweep}\n" in run.stdout  # the next step
+    # each job says where the sweep is as it starts; the sweep's end, the next command (issue 38)
+    assert "[1/2] env.reward=hidden\n" in run.stderr and "[2/2] env.reward=mixed\n" in run.stderr
+    assert run.stdout.rstrip().endswith(f"sweep done: 2 runs in {sweep}; compare them with: bugfix-rl report dir={sweep}")
+    assert "report dir=" not in run.stdout.rstrip().rsplit("\n", 1)[0]  # once, at the end, not after each run
     report = _cli("report", f"dir={sweep}")
     assert report.returncode == 0, report.stderr
     assert "2 runs, 2 arms" in report.stdout and "appears twice" not in report.stdout
@@ -70,3 +73,28 @@ def test_a_sweep_flag_without_swept_values_says_it_runs_one_job():
     parse = OverridesParser.create().parse_overrides
     assert "runs one job" in single_job_note(parse(["+exp=smoke", "steps=1"]))
     assert single_job_note(parse(["+exp=smoke", "seed=0,1"])) is None
+
+
+def _eval_json(folder, **splits) -> None:
+    import json
+
+    folder.mkdir(parents=True)
+    (folder / "eval.json").write_text(json.dumps({"chosen_step": 1, **splits}))
+
+
+def test_a_sweeps_end_says_when_its_runs_printed_another_score_than_report_compares(tmp_path):
+    from bugfix_rl.sweeps import sweep_end_lines
+
+    for seed in (0, 1):  # eval.test=false, eval.heldout_n > 0: each run printed validation pass@1
+        _eval_json(tmp_path / "val" / f"a_seed{seed}_{seed}", validation={}, heldout={})
+    done, note = sweep_end_lines(str(tmp_path / "val"), 2)
+    assert done == f"sweep done: 2 runs in {tmp_path / 'val'}; compare them with: bugfix-rl report dir={tmp_path / 'val'}"
+    assert note == ("note: each run's line above gives its chosen checkpoint's validation pass@1; report compares"
+                    " the arms on their held-out pass@1 (eval.heldout_n > 0)")
+    for seed in (0, 1):  # test and held-out: test printed, held-out compared
+        _eval_json(tmp_path / "both" / f"a_seed{seed}_{seed}", test={}, heldout={})
+    assert "test pass@1; report compares the arms on their held-out" in sweep_end_lines(str(tmp_path / "both"), 2)[1]
+    for seed in (0, 1):  # test only: the same score, no note
+        _eval_json(tmp_path / "test" / f"a_seed{seed}_{seed}", test={})
+    assert len(sweep_end_lines(str(tmp_path / "test"), 2)) == 1
+    assert sweep_end_lines(str(tmp_path / "none"), 3) == [f"sweep done: 3 jobs in {tmp_path / 'none'}"]

@@ -329,13 +329,7 @@ def _train(cfg):
             print(f"{err}; last checkpoint {err.checkpoint}; resume with: {_resume_command(err.checkpoint, cfg.arm)}",
                   file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None
-    print_outcome(result, run_dir)
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    if HydraConfig.get().mode == RunMode.MULTIRUN:  # the next command, which a sweep's runs never said
-        sweep = Path(HydraConfig.get().sweep.dir).absolute()
-        print(f"sweep {sweep}: once its runs are done, compare them with: {shlex.join(['bugfix-rl', 'report', f'dir={sweep}'])}")
+    print_outcome(result, run_dir)  # a sweep's end prints the report command (sweeps.SweepProgress)
 
 
 def _preflight(cfg):

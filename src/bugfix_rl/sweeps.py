@@ -11,6 +11,8 @@ Imports nothing from bugfix_rl, so config.py can register the resolver.
 
 from __future__ import annotations
 
+from hydra.experimental.callback import Callback
+
 NOT_AN_ARM = ("seed",)  # swept keys that are not part of the arm: report pairs the arms over seeds
 ARM_FROM_FILE = "ablation"  # a group whose file sets the arm itself (conf/ablation/*.yaml)
 
@@ -48,3 +50,89 @@ def single_job_note(overrides) -> str | None:
         return None
     return ("-m with no key=a,b values runs one job (laid out as a sweep); give values to sweep"
             " (e.g. seed=0,1,2 -m) or drop -m for a single run")
+
+
+SCORE_NAMES = {"heldout": "held-out", "test": "test", "validation": "validation"}
+
+
+class SweepProgress(Callback):
+    """A sweep's progress and its next command (Hydra callback, conf/train.yaml's hydra.callbacks).
+
+    Each job, as it starts: `[k/N] <the job's values of the swept keys>` on stderr (N: the product of
+    the swept values, as Hydra's basic sweeper counts them). The sweep's end, once every job is done:
+    the `bugfix-rl report dir=<sweep dir>` command that compares its runs, and, when the runs' own last
+    lines gave another pass@1 than the one report compares (validation or test, while report uses the
+    held-out tasks every run evaluated: evaluate/ablation.choose_source), one line saying so. Nothing
+    in a single run (RUN mode)."""
+
+    def __init__(self):
+        self.jobs: int | None = None
+        self.swept: list[str] = []  # the swept keys (key_or_group), in command-line order
+        self.sweep_dir: str | None = None
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        self.sweep_dir = str(config.hydra.sweep.dir)  # resolved once: ${now:...} is cached for the launcher too
+        try:
+            parsed = OverridesParser.create().parse_overrides(_task_overrides(config))
+            swept = [o for o in parsed if o.is_sweep_override()]
+            self.swept = [o.key_or_group for o in swept]
+            self.jobs = 1
+            for override in swept:
+                self.jobs *= len(list(override.sweep_string_iterator()))
+        except Exception:  # noqa: BLE001  (a sweep syntax this count does not know: the lines say k only)
+            self.jobs = None
+
+    def on_job_start(self, config, **kwargs) -> None:
+        import sys
+
+        from hydra.types import RunMode
+
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
+        overrides = [o for o in _task_overrides(config) if not o.startswith(("hydra.", "arm='${", "arm=${"))]
+        shown = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] in self.swept] or overrides
+        total = f"/{self.jobs}" if self.jobs else ""
+        print(f"[{config.hydra.job.num + 1}{total}] {' '.join(shown)}", file=sys.stderr, flush=True)
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        for line in sweep_end_lines(self.sweep_dir or str(config.hydra.sweep.dir), self.jobs):
+            print(line, flush=True)
+
+
+def _task_overrides(config) -> list[str]:
+    """The command line's overrides as written (unresolved: the arm label's interpolation
+    (arm_overrides) resolves only inside a job)."""
+    from omegaconf import OmegaConf
+
+    return [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task, resolve=False)]
+
+
+def sweep_end_lines(sweep_dir: str, jobs: int | None) -> list[str]:
+    """The lines that end a sweep: its runs and the report command, and whether the runs' printed
+    pass@1 (test, else validation: console.print_outcome) is on other tasks than report's (held-out
+    when every run has it, else test)."""
+    import json
+    import shlex
+    from pathlib import Path
+
+    sweep = Path(sweep_dir).absolute()
+    results = []
+    for path in sorted(sweep.rglob("eval.json")):
+        try:
+            results.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    if not results:
+        return [f"sweep done: {jobs or 'its'} jobs in {sweep}"]
+    lines = [f"sweep done: {len(results)} runs in {sweep}; compare them with: "
+             f"{shlex.join(['bugfix-rl', 'report', f'dir={sweep}'])}"]
+    printed = {"test" if "test" in result else "validation" for result in results}
+    source = next((s for s in ("heldout", "test") if all(s in result for result in results)), None)
+    if source and printed != {source}:
+        shown = " or ".join(SCORE_NAMES[s] for s in sorted(printed, reverse=True))
+        why = " (eval.heldout_n > 0)" if source == "heldout" else ""
+        lines.append(f"note: each run's line above gives its chosen checkpoint's {shown} pass@1; report compares"
+                     f" the arms on their {SCORE_NAMES[source]} pass@1{why}")
+    return lines
