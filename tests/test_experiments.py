@@ -50,17 +50,15 @@ SLOW_EXPERIMENTS = {"smoke", "ablation", "capstone", "staleness"}
 @pytest.mark.parametrize("experiment", [pytest.param(e, marks=pytest.mark.slow) if e in SLOW_EXPERIMENTS else e
                                         for e in EXPERIMENTS])
 def test_experiment_runs_one_step_and_learns(tmp_path, experiment):
-    # the tools RL base is 1,400 BC steps; a tiny recipe (in its own cache) keeps the smoke fast,
-    # and with the reward still 0 everywhere the entropy bonus gives the RL step a gradient
-    tools = ["eval.heldout_n=1", "eval.shapes_n=1", "policy.tools_base.episodes=16", "policy.tools_base.steps=5",
-             f"policy.cache_dir={tmp_path / 'cache'}", "algo.entropy_coef=0.01",
+    # each experiment's own RL base, shipped with the package (src/bugfix_rl/bases/), in an empty cache
+    # that must stay empty; the entropy bonus gives the RL step a gradient should every group tie
+    tools = ["eval.heldout_n=1", "eval.shapes_n=1", "eval.test=false", "algo.entropy_coef=0.01",
              "algo.group_size=2", "algo.prompts_per_step=2"]
     extra = {"ablation": ["eval.heldout_n=2"], "tools": tools, "tools_generated": tools,
-             # training on generated tasks needs its own edit-menu base: a tiny one (and a gradient), as tools'
-             "capstone_generated": ["eval.shapes_n=1", "policy.base.episodes=32", "policy.base.steps=8",
-                                    f"policy.cache_dir={tmp_path / 'cache'}", "algo.entropy_coef=0.01"]}.get(experiment, [])
-    run = _one_step(tmp_path, f"+exp={experiment}", *extra)
+             "capstone_generated": ["eval.shapes_n=1", "algo.entropy_coef=0.01"]}.get(experiment, [])
+    run = _one_step(tmp_path, f"+exp={experiment}", f"policy.cache_dir={tmp_path / 'cache'}", *extra)
     assert (run / "eval.json").is_file() and _changed(run)
+    assert not list((tmp_path / "cache").glob("*.safetensors")), "a base was built: run `make bases`"
 
 
 # async starts two sandboxed rollout processes (~30-50 s); the staleness experiment covers the same
