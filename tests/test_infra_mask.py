@@ -225,7 +225,7 @@ def test_a_tools_run_with_a_tenth_of_gradings_failing_logs_infra_masked(tmp_path
     result = subprocess.run(
         [sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=tools", "steps=2", "threads=1", "eval.n_val=1",
          "eval.heldout_n=0", "eval.shapes_n=0", "eval.test=false", "logger.console=false", "preflight=false",
-         "policy.tools_base.episodes=16", "policy.tools_base.steps=5", f"policy.cache_dir={tmp_path / 'cache'}",
+         f"policy.cache_dir={tmp_path / 'cache'}",  # empty: the shipped tools base is loaded
          "algo.group_size=4", "algo.prompts_per_step=4", "env.infra_fault_rate=0.1", f"hydra.run.dir={run}"],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -273,14 +273,13 @@ def test_turns_in_the_token_stream_are_the_tools_envs_turns(sandbox):
 
 
 def test_one_training_step_on_the_tools_env_with_turn_credit(tmp_path):
-    """The arm as the sweep runs it (scripts/turn_credit_sweep.sh), one step, a tiny tools RL base."""
+    """The arm as the sweep runs it (scripts/turn_credit_sweep.sh), one step, from the shipped tools RL base."""
     run = tmp_path / "run"
     result = subprocess.run(
         [sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=tools", "+ablation=turn_credit", "steps=1",
          "threads=1", "eval.n_val=1", "eval.n_test=1", "eval.heldout_n=1", "eval.shapes_n=0", "eval.test=false",
          "logger.console=false",
-         "preflight=false", "policy.tools_base.episodes=16", "policy.tools_base.steps=5",
-         f"policy.cache_dir={tmp_path / 'cache'}", "algo.group_size=2", "algo.prompts_per_step=2",
+         "preflight=false", f"policy.cache_dir={tmp_path / 'cache'}", "algo.group_size=2", "algo.prompts_per_step=2",
          f"hydra.run.dir={run}"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
