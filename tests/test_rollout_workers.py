@@ -168,9 +168,10 @@ def test_ray_pool_closes_cleanly_when_an_actor_died(rl_base, capsys):
     assert pool.actors == []
 
 
-def test_a_process_starts_ray_once_for_all_its_pools(rl_base, monkeypatch):
+def test_a_process_starts_ray_once_for_all_its_pools(rl_base, monkeypatch, capsys):
     """Preflight's pool and the trainer's pool share one cluster: Ray used to start (and stop) once per
-    pool, three times in one run (46 s against 19 s in process for 4 steps)."""
+    pool, three times in one run (46 s against 19 s in process for 4 steps). Each start says what it
+    starts, on stderr (it was silent for a minute in issue 38)."""
     from bugfix_rl.rollout import ray_pool
 
     if ray.is_initialized():
@@ -178,11 +179,33 @@ def test_a_process_starts_ray_once_for_all_its_pools(rl_base, monkeypatch):
     starts = []
     real_init = ray.init
     monkeypatch.setattr(ray, "init", lambda *args, **kwargs: starts.append(kwargs) or real_init(*args, **kwargs))
+    lines = []
     for _ in range(2):
         pool = ray_pool.RayPool(small_config(**{"rollout.workers": 1}), rl_base, 1)
         pool.close()
         assert ray.is_initialized() and pool.actors == []
+        lines.append(capsys.readouterr().err.splitlines())
     assert len(starts) == 1
+    assert lines[0][0].startswith("starting a local Ray cluster (") and "and 1 rollout worker (1 thread each" in lines[0][0]
+    assert lines[1][0].startswith("starting 1 rollout worker (1 thread each") and "on the running Ray cluster" in lines[1][0]
+    assert all(said[-1].startswith("rollout workers ready in ") for said in lines), lines  # (Ray may warn between)
+
+
+def test_a_ray_pool_says_what_it_starts_before_it_starts_ray(rl_base, monkeypatch, capsys):
+    from bugfix_rl.rollout import ray_pool
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray_pool, "_ray_running", lambda: False)
+
+    def no_ray(cpus_needed):  # what was on stderr when Ray would have started
+        raise RuntimeError(capsys.readouterr().err)
+
+    monkeypatch.setattr(ray_pool, "_start_ray", no_ray)
+    with pytest.raises(RuntimeError) as before:
+        ray_pool.RayPool(small_config(**{"rollout.workers": 2}), rl_base, 2, threads=1)
+    assert str(before.value).startswith("starting a local Ray cluster (") and "and 2 rollout workers" in str(before.value)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert ray_pool.startup_line(2, 1).startswith("joining the Ray cluster at 10.0.0.1:6379 and starting 2 rollout")
 
 
 @pytest.mark.slow  # ~27 s; the Ray pool's path is the TinyAgent tests' (default suite), the chat replica's init is the rest

@@ -72,7 +72,10 @@ def _summary(seconds: list[float]) -> str:
 def bench_command(cfg) -> dict:
     from bugfix_rl.train import cold_start
 
+    from bugfix_rl.progress import PhaseProgress
+
     console = output_console()
+    progress = PhaseProgress(bars=cfg.logger.console)  # a line on stderr before each timed block (issue 38)
     bench = cfg.bench
     single_threads = bench.baseline_threads
     # the timed trainers run bench.steps + 1 steps, so the pipeline looks ahead on every timed step but the last
@@ -90,18 +93,25 @@ def bench_command(cfg) -> dict:
         configured_name = _path_name(cfg)
         single_name = f"in-process, {single_threads} threads"
         start = time.perf_counter()
-        pool = make_pool(cfg, model, tokenizer, make_env)
+        pool = make_pool(cfg, model, tokenizer, make_env)  # Ray workers say what they start (ray_pool.py)
         result["pool_startup_s"] = time.perf_counter() - start
         inline = InlinePool(model, tokenizer, make_env)
         times = {single_name: [], configured_name: []}
         episodes = 0
+        batch = cfg.algo.prompts_per_step * cfg.algo.group_size
         try:
-            for repeat in range(-1, bench.repeats):  # repeat -1 warms both paths up (caches, sandbox forks)
-                for name, path, threads in ((single_name, inline, single_threads), (configured_name, pool, cfg.threads)):
-                    torch.set_num_threads(threads)
-                    seconds, episodes = _sampling_seconds(path, tasks, cfg.algo, bench.seed + max(repeat, 0))
-                    if repeat >= 0:
-                        times[name].append(seconds)
+            with progress.phase(f"bench: timing sampling + grading of one step's batch ({batch} episodes, env="
+                                f"{cfg.env.name}), {single_name} vs {configured_name}: a warm-up, then "
+                                f"{bench.repeats} repeats of each", done="sampling timed"), \
+                    progress.stage("sampling blocks", 2 * (bench.repeats + 1)) as advance:
+                for repeat in range(-1, bench.repeats):  # repeat -1 warms both paths up (caches, sandbox forks)
+                    for name, path, threads in ((single_name, inline, single_threads),
+                                                (configured_name, pool, cfg.threads)):
+                        torch.set_num_threads(threads)
+                        seconds, episodes = _sampling_seconds(path, tasks, cfg.algo, bench.seed + max(repeat, 0))
+                        if repeat >= 0:
+                            times[name].append(seconds)
+                        advance(name)
         finally:
             pool.close()
         ratio = min(times[single_name]) / min(times[configured_name])
@@ -120,9 +130,15 @@ def bench_command(cfg) -> dict:
         if bench.steps > 0 and (cfg.rollout.workers or cfg.rollout.max_staleness or cfg.threads != single_threads):
             sync_name = "sync, " + single_name
             step_times = {sync_name: [], "configured": []}
-            for _ in range(bench.repeats):
-                step_times[sync_name].append(_step_seconds(sync_cfg, model, tokenizer, make_env, bench.steps))
-                step_times["configured"].append(_step_seconds(cfg, model, tokenizer, make_env, bench.steps))
+            with progress.phase(f"bench: timing training steps, {sync_name} vs {configured_name} with max_staleness="
+                                f"{cfg.rollout.max_staleness}: {bench.repeats} repeats of a warm-up step and "
+                                f"{bench.steps} timed steps each", done="training steps timed"), \
+                    progress.stage("step blocks", 2 * bench.repeats) as advance:
+                for _ in range(bench.repeats):
+                    step_times[sync_name].append(_step_seconds(sync_cfg, model, tokenizer, make_env, bench.steps))
+                    advance(sync_name)
+                    step_times["configured"].append(_step_seconds(cfg, model, tokenizer, make_env, bench.steps))
+                    advance("configured")
             step_ratio = min(step_times[sync_name]) / min(step_times["configured"])
             result["steps"] = {"times": step_times, "ratio_best": step_ratio, "steps": bench.steps}
             label = f"{configured_name}, max_staleness={cfg.rollout.max_staleness}"

@@ -92,10 +92,38 @@ def _start_ray(cpus_needed: int):
     return ray
 
 
+def startup_line(workers: int, threads: int) -> str:
+    """What starting a pool of `workers` actors is about to do: start a local cluster, join RAY_ADDRESS's,
+    or use the one this process runs already; then build the actors."""
+    actors = (f"{workers} rollout worker{'s' if workers != 1 else ''} ({threads} thread{'s' if threads != 1 else ''}"
+              f" each: a policy replica and an env, then the weights)")
+    if _ray_running():
+        if _STARTED_CPUS and workers * threads > _STARTED_CPUS:  # _start_ray restarts it with enough
+            return f"restarting the local Ray cluster with {max(workers * threads, os.cpu_count() or 1)} CPUs and starting {actors}"
+        return f"starting {actors} on the running Ray cluster"
+    if "RAY_ADDRESS" in os.environ:
+        return f"joining the Ray cluster at {os.environ['RAY_ADDRESS']} and starting {actors}"
+    cpus = max(workers * threads, os.cpu_count() or 1)
+    return f"starting a local Ray cluster ({cpus} CPUs) and {actors}"
+
+
+def _ray_running() -> bool:
+    """Whether Ray is initialised in this process, without importing it (a first import takes seconds)."""
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and ray.is_initialized())
+
+
 class RayPool:
     """N RolloutWorker actors; submit returns object refs, result gathers them in group order."""
 
     def __init__(self, cfg, model, workers: int, threads: int = 1):
+        from bugfix_rl.progress import PhaseProgress
+
+        # starting Ray and building the actors takes 10-40 s: said on stderr before, timed after (issue 38)
+        with PhaseProgress(bars=False).phase(startup_line(workers, threads), done="rollout workers ready"):
+            self._start(cfg, model, workers, threads)
+
+    def _start(self, cfg, model, workers: int, threads: int) -> None:
         ray = _start_ray(workers * threads)
         self.actors = []
         gpus = torch.cuda.device_count()  # where there are GPUs each actor gets its share (a chat model's replica)
