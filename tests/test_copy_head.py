@@ -340,29 +340,25 @@ def test_edits_copied_counts_old_strings_seen_in_an_earlier_observation():
 
 
 def test_preflight_passes_on_the_tools_env_with_the_copy_head():
-    """The ten invariants on a real first tools-env batch of a copy-head TinyAgent (briefly SFT'd on oracle
-    demonstrations so some groups succeed and carry a signal)."""
-    from bugfix_rl.algo.sft import sft_train
-    from bugfix_rl.envs import make_env_factory, oracle_for
-    from bugfix_rl.policy.build import build_tokenizer_for
+    """The invariants on a real first tools-env batch of +exp=tools (composed as the CLI composes it) from
+    its shipped RL base, whose groups already carry a signal."""
+    from hydra import compose, initialize_config_dir
+
+    from bugfix_rl.cli import CONF_DIR, _to_object
+    from bugfix_rl.config import register_configs
+    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
     from bugfix_rl.preflight import run_preflight
-    from bugfix_rl.rollout.demonstrations import oracle_demonstrations
 
     torch.set_num_threads(1)
-    cfg = TrainConfig()
-    cfg.env.name = "tools"
-    cfg.policy.copy_head = cfg.policy.shared_identifier_embedding = True
-    cfg.policy.copy_softcap = 6.0  # as in +exp=tools
-    cfg.policy.max_len = 256
-    cfg.algo.prompts_per_step = 4
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = _to_object(compose("train", overrides=["+exp=tools", "algo.prompts_per_step=4"]))
+    assert cfg.policy.copy_head and cfg.env.name == "tools"
     tokenizer = build_tokenizer_for(cfg)
-    torch.manual_seed(0)
-    model = new_tiny_agent(tokenizer, architecture(cfg.policy))
+    model = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
     make_env, close = make_env_factory(cfg.env)
     try:
-        demos = oracle_demonstrations(make_tasks("train"), 40, make_env, tokenizer, oracle_for(cfg.env), 0,
-                                      renamed_operands=True)
-        sft_train(model, demos, 60, 3e-3, 16, torch.Generator().manual_seed(0), length_buckets=True)
         checks = run_preflight(cfg, model, tokenizer, make_env)
     finally:
         close()
