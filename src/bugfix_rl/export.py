@@ -11,7 +11,7 @@ A run dir exports its chosen checkpoint (eval.json's chosen_step, as `eval ckpt=
   a plain pre-norm transformer with tied embeddings that torch alone computes from these files:
   tests/test_export.py does it in a self-contained function, without this package. With a copy head
   (env=tools) the weights and switches are all there, but the pointer-generator's mixture is
-  policy/copy_head.py's code: `bugfix_rl.policy.tiny.TinyAgent` rebuilds it.
+  policy/copy_head.py's code: loading it takes `bugfix_rl.policy.tiny.TinyAgent` (not tested here).
 
 Nothing is written until the inputs are checked (inputs.check_export: the checkpoint, the model a
 Qwen3 checkpoint was trained from, an `out` that is absent or empty and writable); the folder is
