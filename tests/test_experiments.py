@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,10 +18,16 @@ QUICK = ["steps=1", "threads=1", "eval.n_val=2", "eval.n_test=2", "logger.consol
 
 
 def _one_step(tmp_path: Path, *overrides: str) -> Path:
+    """`bugfix-rl train <overrides> steps=1 ...` in this process (the CLI's own main: composition, checks,
+    the run), which spares each run a fresh interpreter's imports."""
+    from bugfix_rl import cli
+
     run = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-m", "bugfix_rl.cli", "train", *overrides, *QUICK,
-                             f"hydra.run.dir={run}"], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
+    threads = torch.get_num_threads()
+    try:
+        cli.main(["train", *overrides, *QUICK, f"hydra.run.dir={run}"])
+    finally:
+        torch.set_num_threads(threads)
     return run
 
 
