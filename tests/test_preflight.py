@@ -246,8 +246,8 @@ def _canned_checks(failing: str | None) -> dict:
 def test_preflight_command_passes_on_defaults(tmp_path, capsys):
     cli.main(["preflight", "threads=1", f"hydra.run.dir={tmp_path}"])  # returns normally: exit code 0
     out = capsys.readouterr().out
-    assert "all 10 checks hold" in out
-    assert all(name in out for name in BOUNDS)
+    assert "all 11 checks hold" in out  # the ten, and the canary check (algo.canary_rate > 0 by default)
+    assert all(name in out for name in BOUNDS) and preflight.CANARY in out
 
 
 def test_preflight_command_exits_nonzero_on_a_fail(tmp_path, capsys, monkeypatch):
@@ -308,7 +308,7 @@ def test_pool_checks_pass_in_process_with_staleness(first):
 
 def test_preflight_command_passes_in_process_with_staleness(tmp_path, capsys):
     cli.main(["preflight", "threads=1", "rollout.max_staleness=1", "algo.tis_cap=2.0", f"hydra.run.dir={tmp_path}"])
-    assert "all 12 checks hold" in capsys.readouterr().out
+    assert "all 13 checks hold" in capsys.readouterr().out  # + the pool's two and the canary check
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -368,7 +368,7 @@ def test_preflight_command_covers_ray_workers_and_staleness(tmp_path, capsys):
     cli.main(["preflight", "threads=1", "rollout.workers=2", "rollout.max_staleness=1", "algo.tis_cap=2.0",
               f"hydra.run.dir={tmp_path}"])
     out = capsys.readouterr().out
-    assert "all 12 checks hold" in out and PUBLISHED in out and STALE in out
+    assert "all 13 checks hold" in out and PUBLISHED in out and STALE in out
 
 
 def test_a_policy_that_never_succeeds_gets_constructed_rewards_not_a_failure(tmp_path):

@@ -203,7 +203,7 @@ def test_preflight_passes_all_nine_invariants(tiny_qwen_dir, env, tmp_path):
     result = run_cli("preflight", *QWEN_OVERRIDES, f"policy.model={tiny_qwen_dir}", f"env={env}",
                      f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "all 10 checks hold" in result.stdout
+    assert "all 11 checks hold" in result.stdout  # the ten and the canary check (scripted policies)
 
 
 @pytest.mark.slow  # ~45 s; the tools chat path's token path and preflight run in the default suite

@@ -18,7 +18,7 @@ import torch
 from bugfix_rl.evaluate.evaluate import behaviour_stats
 
 PANELS = {  # panel -> keys; quantities of different size never share an axis
-    "outcome": ("reward", "pass_rate", "exploit", "public_hidden_gap"),
+    "outcome": ("reward", "pass_rate", "exploit", "public_hidden_gap", "canary_reward"),  # canary: with its 95% band
     "behaviour": ("reads", "tests", "edits", "turns", "malformed", "failed", "malformed_alarm"),  # alarms.py
     "policy": ("entropy", "zero_adv_frac", "collapse_alarm"),  # collapse_alarm: 1 at steps stopping.collapse_alarm fired
     "update size": ("approx_kl", "clip_frac"),  # log scale: both live near 1e-4..1e-1
@@ -111,11 +111,17 @@ def plot_dashboard(rows: list[dict], path: Path, title: str = "", validation: di
     return path
 
 
+def _color_of(ax, label: str):
+    """The color of the line drawn for `label` on `ax` (its label may carry a suffix), else None."""
+    return next((line.get_color() for line in ax.get_lines() if line.get_label().startswith(label)), None)
+
+
 def dashboard_figure(rows: list[dict], title: str = "", validation: dict | None = None):
     """The panel figure (2 rows of 4 at most): outcome, with validation pass@1 and its 95% interval at each
     checkpoint (`validation`: step -> evaluate_split result); behaviour; policy entropy and degenerate
     groups; update size (approx_kl, clip_frac, log scale); gradient norm (and skipped steps); sampler-
-    trainer consistency (symlog); staleness when the run has any (`_has_staleness`); episodes masked for
+    trainer consistency (symlog); staleness when the run has any (`_has_staleness`); canary_reward (the
+    reward paid on unsolvable canary tasks, canaries.py) in the outcome panel with its 95% band; episodes masked for
     infrastructure failures and the groups that dropped out, when any were. A series that
     lies on top of another (reward and pass_rate with hidden-test rewards) is drawn dashed with markers."""
     import matplotlib
@@ -142,6 +148,11 @@ def dashboard_figure(rows: list[dict], title: str = "", validation: dict | None 
             ax.plot(steps, values, label=key + (" (= above)" if hidden else "") + (" (0 not drawn)" if zeros else ""),
                     linestyle="--" if hidden else "-", marker="." if hidden else None)
             drawn.append(values)
+        if panel == "outcome" and any(r.get("canary_reward_lo") is not None for r in rows):
+            band = [(s, r["canary_reward_lo"], r["canary_reward_hi"]) for s, r in zip(steps, rows)
+                    if r.get("canary_reward_lo") is not None]
+            ax.fill_between([b[0] for b in band], [b[1] for b in band], [b[2] for b in band], alpha=0.15,
+                            color=_color_of(ax, "canary_reward"), label="canary_reward 95% (Wilson)")
         if panel == "outcome" and validation:
             checkpoints = sorted(validation)
             mid = [validation[s]["pass_at_1"] for s in checkpoints]

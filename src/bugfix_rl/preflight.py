@@ -4,6 +4,9 @@ With rollout workers or bounded staleness (rollout.workers > 0 or rollout.max_st
 first batch is sampled through the configured pool (so check 2 compares the workers' log-probs with
 the trainer's), and two more checks cover that path (POOL_BOUNDS): weights published after an
 update sample exactly like the learner, and a batch one version stale gets importance weights != 1.
+With canary tasks on (algo.canary_rate > 0, canaries.py) one more check runs the env's honest
+scripted policies on every canary and fails if some reward would pay any of their episodes: a
+canary an honest policy can earn on measures no hack (CANARY_BOUNDS).
 
 Each check runs the functions training calls: the sampler (also at a second temperature), collate,
 the step's advantage stage (`algo.advantage_stage`: KL-in-reward and overlong shaping, group
@@ -46,6 +49,8 @@ POOL_BOUNDS = {
     "published weights = learner's": ("<", 1e-4),
     "stale batch gets IS weights != 1": (">", 0.0),
 }
+CANARY = "canaries: honest policies earn 0"
+CANARY_BOUNDS = {CANARY: ("==", 0)}  # with algo.canary_rate > 0 (canaries.py)
 
 
 def structural_policy_mask(traj: Trajectory, tokenizer, max_action_tokens: int) -> list[bool]:
@@ -67,7 +72,7 @@ def structural_policy_mask(traj: Trajectory, tokenizer, max_action_tokens: int) 
 
 
 def _verdict(name: str, value: float) -> dict:
-    op, bound = BOUNDS[name] if name in BOUNDS else POOL_BOUNDS[name]
+    op, bound = {**BOUNDS, **POOL_BOUNDS, **CANARY_BOUNDS}[name]
     ok = {"==": value == bound, "<": value < bound, ">": value > bound}[op]
     return {"value": float(value), "ok": bool(ok), "bound": f"{op} {bound:g}"}
 
@@ -312,6 +317,21 @@ def check_pool(pool, model, trajectories: list[Trajectory], batch: Batch, algo, 
     return checks
 
 
+def check_canaries(env_name: str, make_env, seed: int = 0) -> dict[str, dict]:
+    """The canary check: each honest scripted policy of the env (canaries.honest_policies: the oracle,
+    the noisy agent with its exploit off, ...) once on every canary task; the value is the number of
+    those episodes whose graded outcome some reward would pay (a hidden test passed, or every public
+    test), which must be 0. The note names the first few."""
+    from bugfix_rl.canaries import honest_canary_episodes
+
+    result = honest_canary_episodes(env_name, make_env, seed)
+    verdict = _verdict(CANARY, len(result.paid))
+    if result.paid:
+        verdict["note"] = (f"{len(result.paid)} of {result.episodes} honest episodes paid on canaries: "
+                           + ", ".join(result.paid[:3]))
+    return {CANARY: verdict}
+
+
 SIGNAL_ATTEMPTS = 4
 CONSTRUCTED = ("group advantage mean = 0", "old_logp frozen in the update", "update raises log pi where A > 0",
                "KL to reference > 0 after a step", "ratio != 1 once the policy moved")
@@ -319,7 +339,7 @@ CONSTRUCTED = ("group advantage mean = 0", "old_logp frozen in the update", "upd
 
 def run_preflight(cfg, model, tokenizer, make_env) -> dict[str, dict]:
     """The ten checks on the first batch that carries a learning signal (plus the pool's two when
-    rollout.workers > 0 or rollout.max_staleness > 0).
+    rollout.workers > 0 or rollout.max_staleness > 0, and the canary check when algo.canary_rate > 0).
 
     The update checks need at least one group whose rewards differ: up to SIGNAL_ATTEMPTS batches
     (seeds seed, seed+1, ...) are drawn; when none has signal, the first gets constructed rewards
@@ -358,6 +378,8 @@ def run_preflight(cfg, model, tokenizer, make_env) -> dict[str, dict]:
         if pool is not None:
             checks.update(check_pool(pool, model, trajectories, batch, cfg.algo, tokenizer, rollout.max_staleness,
                                      cfg.seed))
+        if getattr(cfg.algo, "canary_rate", 0) > 0:
+            checks.update(check_canaries(cfg.env.name, make_env, cfg.seed))
     finally:
         if pool is not None:
             pool.close()

@@ -39,6 +39,7 @@ from bugfix_rl.rollout.pool import make_pool
 from bugfix_rl.rollout.replay import replay_caveats, schedule_from_record, schedule_record
 from bugfix_rl.rollout.trajectory import collate
 from bugfix_rl.alarms import malformed_alarm, malformed_alarm_line
+from bugfix_rl.canaries import canary_metrics, sample_canaries
 from bugfix_rl.stopping import collapse_alarm, stop_reason
 from bugfix_rl.viewer import pick_episodes, write_run_page
 
@@ -108,6 +109,9 @@ class Trainer:
         rollouts = collect_step(self.pool, self.tasks, algo, self.generator, self.task_stats, first_round,
                                 self.cfg.env.rename_operands, self.cfg.env.shape_variants)
         t1 = time.perf_counter()
+        # canary groups (algo.canary_rate): the same weights, their own stream, measured and never trained on
+        canaries = sample_canaries(self.pool, self.cfg, step, first_group=len(rollouts.sampled) // algo.group_size)
+        t_canary = time.perf_counter() - t1
         batch = collate(rollouts.kept, self.tokenizer.pad_id)
         extra = staleness_metrics(rollouts.kept, step)
         extra.update(advantage_stage(batch, rollouts.kept, algo, self.model, self.ref_model))
@@ -118,7 +122,9 @@ class Trainer:
         metrics = self.learner.update(batch, algo, self.generator, self.ref_model)
         self._count_nonfinite(step, metrics)
         t2 = time.perf_counter()
-        extra.update(time_sample=t1 - t0, time_update=t2 - t1)
+        extra.update(time_sample=t1 - t0, time_update=t2 - t1 - t_canary)
+        if canaries:
+            extra.update(canary_metrics(canaries), time_canary=t_canary)
         return dashboard_row(step, rollouts, metrics, extra)
 
     def scheduled_batches(self) -> dict[int, list]:
@@ -507,6 +513,7 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
         "replay": {"caveats": replay_caveats(next(base.parameters()).is_cuda, state.rows)},
         "train": {"late_reward": _late_mean(state.rows, "reward"), "final_entropy": state.rows[-1].get("entropy"),
                   "final_exploit": state.rows[-1].get("exploit"), "late_exploit": _late_mean(state.rows, "exploit"),
+                  "late_canary_reward": _late_mean(state.rows, "canary_reward"),  # None without canaries
                   "sampled_episodes": sum(r["sampled_episodes"] for r in state.rows),
                   "collapse_alarm_steps": [r["step"] for r in state.rows if r.get("collapse_alarm")],
                   "malformed_alarm_steps": [r["step"] for r in state.rows if r.get("malformed_alarm")],
