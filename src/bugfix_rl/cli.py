@@ -24,7 +24,7 @@ from bugfix_rl.errors import UserError
 
 COMMANDS = {  # command -> what it does (`bugfix-rl --help`)
     "train": "RL on the training tasks: preflight, GRPO steps, checkpoints chosen on validation, one test",
-    "preflight": "the ten invariants of one update on the first batch (+1 or 2 with rollout workers or staleness), then stop",
+    "preflight": "the ten invariants of one update on the first batch (+1 or 2 with rollout workers or staleness, +1 for canary tasks), then stop",
     "eval": "evaluate a checkpoint (a run dir: its chosen one) on a split: eval ckpt=<file|run dir> [split=test n=32 compare=...]",
     "report": "ablation table, report.md and forest plot of a sweep: report dir=<multirun dir>",
     "export": "a trained policy in the Hugging Face layout: export ckpt=<file|run dir> out=<dir> (Qwen3: save_pretrained)",
