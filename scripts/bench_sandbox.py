@@ -4,6 +4,7 @@
     python scripts/bench_sandbox.py --jobs 200 --repeats 3
     python scripts/bench_sandbox.py --outcomes-table outcomes.jsonl   # docs/SANDBOX.md payload table
     python scripts/bench_sandbox.py --against ac71f44       # a commit (a temporary worktree) or a checkout dir
+    python scripts/bench_sandbox.py --lifecycle             # latency per job, then a kill -9 storm and its leaks
 
 Both designs run the same two workloads over the same number of parallel workers, in the same
 process, best of --repeats: `grade` = import a one-function module and call it on 6 inputs;
@@ -16,6 +17,14 @@ varies by up to 2x; the ratio, measured in one run, is the stable figure.
 (its fork servers run that checkout's code), both alive in this process, their rounds interleaved so
 that a change in the machine's load hits both alike. CHECKOUT is a directory, or a git revision of
 this repository, checked out into a temporary worktree for the run.
+
+--lifecycle measures each job's latency one at a time (p50, p99), then runs a storm: load threads
+keep the workers busy with grading calls, test runs and 0.3 s jobs while a killer sends SIGKILL to
+a random server, zygote or running job every --kill-every seconds; afterwards the sandbox must still
+grade, and once it is closed nothing may be left: no live process of the storm's servers (every
+descendant seen while it ran) or of the sandbox's uids, no sandbox temp dir in the host's temp dir,
+no new mount in the host's mount namespace, no new fd in this process. tests/test_sandbox_lifecycle.py
+runs a small storm (`storm`, `leaks`) by default.
 """
 
 from __future__ import annotations
@@ -25,10 +34,13 @@ import contextlib
 import importlib.util
 import json
 import os
+import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -162,6 +174,199 @@ def checkout_of(against: str):
         shutil.rmtree(directory, ignore_errors=True)
 
 
+# ---------------------------------------------------------------- lifecycle: latency, kill -9 storm, leaks
+
+SLOW = "import time\nstarted = time.monotonic()\nwhile time.monotonic() - started < 0.3:\n    pass\nprint('done')\n"
+SANDBOX_TEMP_PREFIXES = ("bugfix-rl-sandbox-", "bugfix-rl-stage-")  # what a server may create in the host's temp dir
+
+
+def latencies(sandbox, kind: str, jobs: int) -> list[float]:
+    """Seconds per job, one job at a time (after a short warm-up), sorted."""
+    files = {"share.py": SOURCE, "test_share.py": TESTS}
+    run = (lambda: sandbox.call_function({"share.py": SOURCE}, "share", "share", INPUTS)) if kind == "grade" \
+        else (lambda: sandbox.run_tests(files, "pytest"))
+    for _ in range(10):
+        assert run().status == "ok"
+    times = []
+    for _ in range(jobs):
+        started = time.perf_counter()
+        result = run()
+        times.append(time.perf_counter() - started)
+        assert result.status == "ok", result
+    return sorted(times)
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def _processes() -> dict[int, tuple[int, int, str, int]]:
+    """pid -> (parent pid, start time in ticks, state, real uid) of every process in /proc."""
+    table = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            uid = os.stat(f"/proc/{entry}").st_uid
+        except (OSError, IndexError):
+            continue
+        table[int(entry)] = (int(fields[1]), int(fields[19]), fields[0], uid)
+    return table
+
+
+def _host_temp_entries() -> set[str]:
+    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith(SANDBOX_TEMP_PREFIXES)}
+
+
+def _host_mounts() -> int:
+    with open("/proc/self/mountinfo") as handle:
+        return len(handle.readlines())
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+class Storm:
+    """Load on every worker and SIGKILLs at servers, zygotes and running jobs; records every process
+    of the sandbox's servers' trees and every uid the sandbox used, for `leaks` to check afterwards."""
+
+    def __init__(self, sandbox, seconds: float, kill_every_s: float, seed: int = 0, load_threads: int = 3):
+        self.sandbox, self.seconds, self.kill_every_s = sandbox, seconds, kill_every_s
+        self.rng, self.load_threads = random.Random(seed), load_threads
+        self.stop = threading.Event()
+        self.seen: dict[int, int] = {}  # pid -> start time: the servers and all their descendants seen
+        self.uids: set[int] = set(sandbox.uids)
+        self.kills = {"server": 0, "zygote": 0, "job": 0}
+        self.schedule = ["server", "job", "zygote", "job"]  # in turn; a kind with no target waits for one
+        self.turn = 0
+        self.statuses: dict[str, int] = {}
+        self.raised: list[str] = []
+        self.lock = threading.Lock()
+        self.before = {"temp": _host_temp_entries(), "mounts": _host_mounts(), "fds": _fds()}
+
+    def _servers(self) -> set[int]:
+        return {worker.process.pid for worker in list(self.sandbox._workers)}
+
+    def _track(self) -> dict[int, tuple[int, int, str, int]]:
+        table = _processes()
+        children: dict[int, list[int]] = {}
+        for pid, (parent, _, _, _) in table.items():
+            children.setdefault(parent, []).append(pid)
+        pending = [pid for pid in self._servers() if pid in table]
+        while pending:
+            pid = pending.pop()
+            self.seen.setdefault(pid, table[pid][1])
+            pending += children.get(pid, [])
+        self.uids.update(self.sandbox.uids)
+        return table
+
+    def _load(self, index: int) -> None:
+        rng = random.Random(index)
+        files = {"share.py": SOURCE, "test_share.py": TESTS}
+        while not self.stop.is_set():
+            pick = rng.random()
+            try:
+                if pick < 0.4:
+                    status = self.sandbox.call_function({"share.py": SOURCE}, "share", "share", INPUTS).status
+                elif pick < 0.7:
+                    status = self.sandbox.run_tests(files, "pytest").status
+                else:
+                    status = self.sandbox.run_tests({"slow.py": SLOW}, "python slow.py").status
+            except Exception as error:  # must not happen: a lost server is a job's sandbox_error
+                with self.lock:
+                    self.raised.append(f"{type(error).__name__}: {error}")
+                continue
+            with self.lock:
+                self.statuses[status] = self.statuses.get(status, 0) + 1
+
+    def _kill_one(self, table: dict) -> None:
+        servers = self._servers()
+        zygotes = [pid for pid, (parent, _, state, _) in table.items() if parent in servers and state != "Z"]
+        jobs = [pid for pid, (_, _, state, uid) in table.items() if uid in set(self.sandbox.uids) and state != "Z"]
+        kind = self.schedule[self.turn % len(self.schedule)]
+        targets = {"server": sorted(servers), "zygote": sorted(zygotes), "job": sorted(jobs)}[kind]
+        if targets:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.rng.choice(targets), signal.SIGKILL)
+                self.kills[kind] += 1
+                self.turn += 1
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self._load, args=(index,), daemon=True)
+                   for index in range(self.load_threads)]
+        for thread in threads:
+            thread.start()
+        started = next_kill = time.monotonic()
+        while time.monotonic() - started < self.seconds:
+            table = self._track()
+            if time.monotonic() >= next_kill:
+                self._kill_one(table)
+                next_kill += self.kill_every_s
+            time.sleep(0.01)
+        self.stop.set()
+        for thread in threads:
+            thread.join()
+        self._track()
+
+
+def leaks(storm: Storm, uids=None, grace_s: float = 2.0, wait_for_zombies: bool = True) -> dict[str, list]:
+    """What the storm left once its sandbox is closed (call after `sandbox.close()`): live processes
+    it saw (same pid and start time) or of `uids` (default: every uid its sandbox used), zombies among
+    the former (dead, waiting for PID 1 to reap them: reported, not leaks), sandbox temp dirs in the
+    host's temp dir, mounts and fds added. Waits up to `grace_s` for SIGKILLed processes to go (and
+    for PID 1 to reap the zombies, unless told not to). (Under
+    a parallel test run, pass uids=(): another sandbox may claim a uid the storm's servers released.)"""
+    uids = storm.uids if uids is None else set(uids)
+    deadline = time.monotonic() + grace_s
+    while True:
+        table = _processes()
+        live = sorted({pid for pid, start in storm.seen.items()
+                       if pid in table and table[pid][1] == start and table[pid][2] != "Z"}
+                      | {pid for pid, (_, _, state, uid) in table.items() if uid in uids and state != "Z"})
+        temp = sorted(_host_temp_entries() - storm.before["temp"])
+        zombies = sorted(pid for pid, start in storm.seen.items()
+                         if pid in table and table[pid][1] == start and table[pid][2] == "Z")
+        if (not live and not temp and not (zombies and wait_for_zombies)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return {"processes": live, "zombies": zombies, "files": temp,
+            "mounts": [_host_mounts() - storm.before["mounts"]] if _host_mounts() != storm.before["mounts"] else [],
+            "fds": [_fds() - storm.before["fds"]] if _fds() > storm.before["fds"] else []}
+
+
+def lifecycle(jobs: int, workers: int, seconds: float, kill_every_s: float) -> None:
+    with Sandbox(SandboxConfig(workers=workers)) as sandbox:
+        print(f"sandbox layers active: {', '.join(name for name, on in sandbox.layers.items() if on)}")
+        print(f"latency per job, one at a time ({workers} workers idle but one), ms:")
+        print(f"{'workload':10s} {'jobs':>6s} {'p50':>7s} {'p99':>7s} {'max':>7s}")
+        for kind in ("grade", "tests"):
+            times = latencies(sandbox, kind, jobs)
+            print(f"{kind:10s} {jobs:6d} {percentile(times, 0.5) * 1e3:7.2f} {percentile(times, 0.99) * 1e3:7.2f} "
+                  f"{times[-1] * 1e3:7.2f}")
+    sandbox = Sandbox(SandboxConfig(workers=workers, timeout_s=5))
+    storm = Storm(sandbox, seconds, kill_every_s)
+    try:
+        storm.run()
+        works = all(result.status == "ok" for result in (
+            sandbox.call_function({"share.py": SOURCE}, "share", "share", INPUTS),
+            sandbox.run_tests({"share.py": SOURCE, "test_share.py": TESTS}, "pytest")))
+    finally:
+        sandbox.close()
+    found = leaks(storm)
+    statuses = ", ".join(f"{status} {count}" for status, count in sorted(storm.statuses.items()))
+    print(f"kill -9 storm: {seconds:.0f} s, {storm.load_threads} load threads on {workers} workers, a kill every "
+          f"{kill_every_s * 1e3:.0f} ms: {storm.kills['server']} servers, {storm.kills['zygote']} zygotes, "
+          f"{storm.kills['job']} running jobs killed; {sum(storm.statuses.values())} jobs ({statuses}); "
+          f"{len(storm.raised)} raised; {len(storm.seen)} processes seen")
+    print(f"{'after the storm':16s} {'processes':>10s} {'files':>6s} {'mounts':>7s} {'fds':>4s} {'zombies':>8s} "
+          f"{'sandbox works':>14s}")
+    print(f"{'leaked':16s} {len(found['processes']):10d} {len(found['files']):6d} {sum(found['mounts']):7d} "
+          f"{sum(found['fds']):4d} {len(found['zombies']):8d} {'yes' if works else 'NO':>14s}")
+    if storm.raised:
+        print("raised:", *sorted(set(storm.raised))[:5], sep="\n  ")
+
+
 def cpu_model() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -206,12 +411,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="rounds; the best is reported")
     parser.add_argument("--outcomes-table", metavar="JSONL", help="print the adversarial outcome table and exit")
     parser.add_argument("--against", metavar="CHECKOUT", help="time this sandbox against another checkout's")
+    parser.add_argument("--lifecycle", action="store_true", help="latency per job, then a kill -9 storm and its leaks")
+    parser.add_argument("--storm-s", type=float, default=10.0, help="--lifecycle: seconds of kill -9 storm")
+    parser.add_argument("--kill-every", type=float, default=0.05, help="--lifecycle: seconds between kills")
     args = parser.parse_args()
     if args.outcomes_table:
         print(outcomes_table(args.outcomes_table))
         return
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cores: {os.cpu_count()}; "
           f"CPU: {cpu_model()}")
+    if args.lifecycle:
+        lifecycle(args.jobs, args.workers, args.storm_s, args.kill_every)
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     if args.against:
         with checkout_of(args.against) as checkout:
             best = side_by_side(checkout, args.jobs, args.workers, args.repeats)

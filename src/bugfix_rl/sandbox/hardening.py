@@ -187,9 +187,9 @@ def _enter_private_tmpfs(iso: Isolation, scratch_mb: int) -> None:
     """Private mount namespace: stdlib reachable by any uid, /tmp a small private tmpfs."""
     _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _open_up_ancestors(iso.readable_dirs)
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
            f"mode=0755,size={scratch_mb}m,nr_inodes={64 * scratch_mb}")
+    _open_up_ancestors(iso.readable_dirs)  # after /tmp: its staging dirs live and die in the private tmpfs
     iso.scratch = "/tmp"
 
 
@@ -365,14 +365,41 @@ class Limits:
 
 
 def apply_rlimits(limits: Limits) -> None:
+    """All of a job's limits on this process."""
+    apply_shared_rlimits(limits)
+    apply_cpu_rlimit(limits)
+
+
+def apply_shared_rlimits(limits: Limits) -> None:
+    """Every limit but CPU time, for the zygote to hand down to each job child by fork. (The zygote
+    itself stays within them: it holds a few fds and maps far less than `memory_mb`; as root it is
+    exempt from RLIMIT_NPROC, which binds each child once it has dropped to its uid.)"""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # oversized writes fail with EFBIG, visibly
-    for which, value in ((resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1)),
-                         (resource.RLIMIT_AS, (limits.memory_mb << 20,) * 2),
+    for which, value in ((resource.RLIMIT_AS, (limits.memory_mb << 20,) * 2),
                          (resource.RLIMIT_FSIZE, (limits.file_mb << 20,) * 2),
                          (resource.RLIMIT_NPROC, (limits.nproc,) * 2),
                          (resource.RLIMIT_NOFILE, (64, 64)),
                          (resource.RLIMIT_CORE, (0, 0))):
         resource.setrlimit(which, value)
+
+
+def apply_cpu_rlimit(limits: Limits) -> None:
+    """RLIMIT_CPU, set by each job child itself: a fork starts with no CPU time used, the zygote's adds up."""
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+
+
+def trim_heap() -> None:
+    """Give free malloc memory back to the kernel (glibc's malloc_trim); a no-op elsewhere."""
+    try:
+        _libc.malloc_trim(0)
+    except AttributeError:  # not glibc
+        pass
+
+
+def set_no_new_privs() -> None:
+    """No execve can ever raise privileges again; inherited by every fork, and irreversible. seccomp
+    (apply_seccomp) needs it. The zygote sets it once for all its children."""
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -383,15 +410,15 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 def drop_privileges(iso: Isolation, server_pid: int) -> None:
-    """Become the worker's own uid, die with the server, and (with NNP) never regain privileges."""
+    """Become the worker's own uid and die with the server (the zygote's no_new_privs, inherited,
+    keeps it from ever regaining privileges)."""
     if iso.layers["uid"]:
         os.setgroups([])
         os.setresgid(iso.uid, iso.uid, iso.uid)
         os.setresuid(iso.uid, iso.uid, iso.uid)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after setresuid, which clears it
-    if os.getppid() != server_pid:
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")  # after setresuid,
+    if os.getppid() != server_pid:                                                           # which clears it
         os._exit(70)
-    _prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
 def apply_landlock(iso: Isolation) -> None:
@@ -402,6 +429,6 @@ def apply_landlock(iso: Isolation) -> None:
 
 
 def apply_seccomp(iso: Isolation) -> None:
-    """Irreversible; needs no_new_privs (set by drop_privileges)."""
+    """Irreversible; needs no_new_privs (set by the zygote: set_no_new_privs)."""
     if iso.layers["seccomp"]:
         _prctl(PR_SET_SECCOMP, 2, ctypes.addressof(iso.seccomp_program))  # SECCOMP_MODE_FILTER

@@ -8,9 +8,12 @@ the outputs themselves are compared with expected values that never enter the sa
 
 from __future__ import annotations
 
+import _imp
 import ctypes
+import dataclasses
 import errno
 import importlib
+import importlib.machinery
 import io
 import json
 import os
@@ -19,21 +22,52 @@ import runpy
 import socket
 import sys
 import traceback
+import types
 
 from . import pytest_lite, wire
 
 RESULT_FD = 3
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=...) builds one per call
 
 
-def run(job: dict, stdlib_path: list[str]) -> None:
+@dataclasses.dataclass(frozen=True)
+class Streams:
+    """A job's sys.stdin and sys.stdout/stderr, built once by the zygote (they hold no data: output
+    is write-through, nothing is read before a job runs) over the fd numbers each child then fills:
+    fd 0 is /dev/null; fd 1 is the output pipe, or /dev/null for a grading call."""
+
+    stdin: io.TextIOWrapper
+    to_pipe: io.TextIOWrapper
+    to_null: io.TextIOWrapper
+
+    @classmethod
+    def build(cls) -> Streams:
+        def output():
+            return io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                    errors="backslashreplace", write_through=True)
+
+        to_null = output()  # fd 1 is /dev/null here, as in a grading child
+        pipe_read, pipe_write = os.pipe()
+        saved = os.dup(1)
+        try:
+            os.dup2(pipe_write, 1)  # a pipe, as in a test run's child: the wrapper learns it cannot seek
+            to_pipe = output()
+        finally:
+            os.dup2(saved, 1)
+            for fd in (saved, pipe_read, pipe_write):
+                os.close(fd)
+        return cls(io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8"), to_pipe, to_null)
+
+
+def run(job: dict, stdlib_path: list[str], streams: Streams | None = None) -> None:
     """Run `job` in the current (hardened) process and exit it; never returns."""
     sys.path[:] = [job["dir"]] + stdlib_path
     _forget_shadowed_modules(job["files"])
-    stream = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
-                              errors="backslashreplace", write_through=True)
-    sys.stdout = sys.stderr = stream
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     kind = job["kind"]
+    streams = streams or Streams.build()
+    stream = streams.to_null if kind == "call" else streams.to_pipe
+    sys.stdout = sys.stderr = stream
+    sys.stdin = streams.stdin
     if kind == "call":
         code = _run_calls(job)
     elif kind == "pytest":
@@ -54,16 +88,34 @@ def _report(job: dict, payload: dict) -> None:
         return
     job["reported"] = True
     payload = dict(payload, nonce=job["nonce"], canary=wire.encode(wire.decode(job["canary"])))
-    view = memoryview(json.dumps(payload, separators=(",", ":")).encode())
+    view = memoryview(_ENCODER.encode(payload).encode())
     while view:
         view = view[os.write(RESULT_FD, view):]
     os.close(RESULT_FD)
+
+
+_MODULE_INDEX: tuple[int, dict[str, list[str]]] | None = None  # (len(sys.modules), {top-level name: modules})
+
+
+def index_modules() -> None:
+    """Index the loaded modules by top-level name (the zygote, once): a job child then forgets the
+    few its files shadow without walking all of sys.modules."""
+    global _MODULE_INDEX
+    index: dict[str, list[str]] = {}
+    for name in sys.modules:
+        index.setdefault(name.split(".")[0], []).append(name)
+    _MODULE_INDEX = (len(sys.modules), index)
 
 
 def _forget_shadowed_modules(files: dict) -> None:
     """Files in the run dir win over modules the server had already imported under the same name.
     (No importlib.invalidate_caches(): the run dir is a path no finder has cached yet.)"""
     names = {path.replace("\\", "/").split("/")[0].removesuffix(".py") for path in files}
+    if _MODULE_INDEX is not None and _MODULE_INDEX[0] == len(sys.modules):  # nothing loaded since
+        for name in names:
+            for loaded in _MODULE_INDEX[1].get(name, ()):
+                sys.modules.pop(loaded, None)
+        return
     for loaded in [name for name in sys.modules if name.split(".")[0] in names]:
         del sys.modules[loaded]
 
@@ -75,10 +127,38 @@ def _safe_message(error: BaseException) -> str:
         return type(error).__name__
 
 
+def _import_job_module(job: dict):
+    """importlib.import_module(job["module"]), with a short path for the common case of a module that
+    is one file of the run dir (`name.py`, no package `name/` and no `__pycache__` beside it, not the
+    name of a built-in or frozen module, which importlib would find first): the
+    same module (name, __file__, __spec__ with a SourceFileLoader, code compiled from the file's bytes
+    as importlib compiles them) without importlib's path search, which costs a fresh process more than
+    the rest of a grading job."""
+    name, files = job["module"], job["files"]
+    filename = f"{name}.py"
+    if not name.isidentifier() or filename not in files or name in sys.modules or _imp.is_builtin(name) \
+            or _imp.is_frozen(name) or any(path.startswith((f"{name}/", "__pycache__/")) for path in files):
+        return importlib.import_module(name)  # importlib's answer may not be the run dir's file
+    path = f"{job['dir']}/{filename}"
+    source = files[filename].encode("utf-8", "surrogatepass")  # the bytes the server wrote to `path`
+    loader = importlib.machinery.SourceFileLoader(name, path)
+    spec = importlib.machinery.ModuleSpec(name, loader, origin=path)
+    spec.has_location = True
+    module = types.ModuleType(name)
+    module.__file__, module.__loader__, module.__spec__, module.__package__ = path, loader, spec, ""
+    sys.modules[name] = module
+    try:
+        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return sys.modules[name]  # as importlib: a module may have replaced itself there
+
+
 def _run_calls(job: dict) -> int:
     try:
-        inputs = [wire.decode(args) for args in job["inputs"]]
-        function = getattr(importlib.import_module(job["module"]), job["function"])
+        inputs = job["inputs"]  # plain values (the parent checked them), each a fresh object
+        function = getattr(_import_job_module(job), job["function"])
     except BaseException as error:  # SyntaxError, SystemExit at import, missing function, ...
         _report(job, {"import_error": _safe_message(error)})
         return 0

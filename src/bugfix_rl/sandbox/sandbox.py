@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import hmac
 import json
+import marshal
 import os
 import queue
 import random
-import secrets
 import shlex
 import signal
 import subprocess
@@ -152,6 +152,7 @@ class _Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, start_new_session=True,
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
         self.write_fd, self.read_fd = self.process.stdin.fileno(), self.process.stdout.fileno()
+        self.closed = False  # once closed, its fd numbers may belong to something else: never used again
         limits = {"cpu_s": config.cpu_s, "memory_mb": config.memory_mb, "file_mb": config.file_mb,
                   "nproc": config.nproc}
         self.closed_early = False  # the server exited before it read its limits (hello() says how)
@@ -177,17 +178,21 @@ class _Worker:
                                      f"({reason}exit code {self.process.returncode}; see stderr)")
         return hello
 
-    def request(self, job: dict, timeout_s: float) -> dict:
+    def request(self, frame: bytes, timeout_s: float) -> dict:
+        """Send one job frame (`_job_frame`), return the server's reply."""
+        if self.closed:  # a restart that failed (e.g. the new server was killed while starting)
+            raise _WorkerLost("sandbox server not running")
         try:
-            wire.write_frame(self.write_fd, job)
-            reply = wire.read_frame(self.read_fd, time.monotonic() + timeout_s)
+            wire.write_raw_frame(self.write_fd, frame)
+            reply = wire.read_raw_frame(self.read_fd, time.monotonic() + timeout_s)
+            if reply is not None:
+                return wire.decode_reply(reply)
         except (OSError, TimeoutError, ValueError) as error:
             raise _WorkerLost(f"{type(error).__name__}: {error}") from error
-        if reply is None:
-            raise _WorkerLost(f"sandbox server exited (code {self.process.poll()})")
-        return reply
+        raise _WorkerLost(f"sandbox server exited (code {self.process.poll()})")
 
     def close(self) -> None:
+        self.closed = True
         for stream in (self.process.stdin, self.process.stdout):
             try:
                 stream.close()
@@ -279,9 +284,12 @@ class Sandbox:
         """Import `module` from `files` in a fresh sandbox and call `function(*args)` per input."""
         if self._injected_fault():
             return CallResult([], "sandbox_error", "injected fault (env.infra_fault_rate)")
-        nonce, canary = secrets.token_hex(16), tuple(secrets.randbits(48) for _ in range(3))
+        nonce, canary = _nonce_and_canary(3)
+        inputs = [tuple(args) for args in inputs]
+        for args in inputs:
+            wire.encode(args)  # NotPlain (the caller's bug) for anything but plain values
         job = {"kind": "call", "files": self._checked(files), "module": module, "function": function,
-               "inputs": [wire.encode(tuple(args)) for args in inputs]}
+               "inputs": inputs}  # plain values: marshal carries them to the job child as they are
         reply = self._submit(job, nonce, canary)
         if reply.get("lost") or reply.get("setup_error"):
             return CallResult([], "sandbox_error", str(reply.get("lost") or reply["setup_error"])[:300])
@@ -311,7 +319,7 @@ class Sandbox:
         parsed = parse_command(command)
         if parsed is None:
             return RunResult(f"command not available in this sandbox: {command}", 127, "bad_command", 0.0)
-        nonce, canary = secrets.token_hex(16), (secrets.randbits(48),)
+        nonce, canary = _nonce_and_canary(1)
         reply = self._submit({"kind": parsed[0], "args": parsed[1], "files": self._checked(files)}, nonce, canary,
                              timeout_s)
         if reply.get("lost") or reply.get("setup_error"):
@@ -336,9 +344,10 @@ class Sandbox:
             raise RuntimeError("sandbox is closed")
         limit = self.config.timeout_s if timeout_s is None else max(0.0, min(timeout_s, self.config.timeout_s))
         job.update(nonce=nonce, canary=wire.encode(canary), timeout_s=limit)
+        frame = _job_frame(job)
         worker = self._idle.get()
         try:
-            reply = worker.request(job, limit + SERVER_GRACE_S)
+            reply = worker.request(frame, limit + SERVER_GRACE_S)
             if reply.get("leftover"):  # the job left something its server could not remove: start afresh
                 worker = self._replace(worker)
             return reply
@@ -352,16 +361,23 @@ class Sandbox:
             self._idle.put(worker)
 
     def _replace(self, worker: _Worker) -> _Worker:
+        """A new server in `worker`'s slot. One that fails to start (killed while starting, say) takes
+        the slot closed: its next job is lost (`sandbox_error`) and tries again. One with fewer layers
+        than the sandbox reported raises SandboxUnavailable."""
         worker.close()
         fresh = _Worker(self.config, worker.index)
-        hello = fresh.hello()
+        try:
+            hello = fresh.hello()
+        except SandboxUnavailable:  # hello() closed it
+            self._workers[self._workers.index(worker)] = fresh
+            return fresh
         weaker = [name for name in LAYERS if self.layers[name] and not hello["layers"][name]]
         if weaker:
             fresh.close()
             raise SandboxUnavailable(f"restarted sandbox server lost layers {weaker}")
         self._workers[self._workers.index(worker)] = fresh
+        self.uids[worker.index] = hello["uid"]
         return fresh
-
 
     def _checked(self, files: dict[str, str]) -> dict[str, str]:
         """The job's files, or ValueError (a caller's bug, never a job's failure) for any the server
@@ -375,7 +391,19 @@ class Sandbox:
             size += len(text.encode("utf-8", "surrogatepass"))
         if size > (self.config.scratch_mb << 20) // 2:
             raise ValueError(f"files of {size} bytes do not fit the run dir ({self.config.scratch_mb} MiB)")
-        return dict(files)
+        return {str.__str__(path): str.__str__(text) for path, text in files.items()}  # exact str: marshal's
+
+
+def _job_frame(job: dict) -> bytes:
+    """What the parent sends a server for one job: the header the server reads, then the job dict for
+    the job child as marshal (stdlib, C, no shared references: see wire.JOB_HEADER)."""
+    return wire.JOB_HEADER.pack(job["timeout_s"], job["kind"] == "call") + marshal.dumps(job, wire.MARSHAL_VERSION)
+
+
+def _nonce_and_canary(size: int) -> tuple[str, tuple[int, ...]]:
+    """A job's nonce (32 hex digits) and canary (`size` random 48-bit ints), from one os.urandom call."""
+    data = os.urandom(16 + 6 * size)
+    return data[:16].hex(), tuple(int.from_bytes(data[at:at + 6], "big") for at in range(16, len(data), 6))
 
 
 def valid_path(path: str) -> bool:

@@ -37,6 +37,7 @@ import errno
 import fcntl
 import gc
 import json
+import marshal
 import os
 import select
 import signal
@@ -78,10 +79,17 @@ def main(worker_index: int) -> None:
     server.prove_layers()
     wire.write_frame(reply_fd, {"layers": iso.layers, "reasons": iso.reasons, "uid": iso.uid,
                                 "scratch": iso.scratch, "worker": worker_index})
-    while (job := wire.read_frame(request_fd)) is not None:
-        wire.write_frame(reply_fd, server.run_job(job))
-    if not iso.layers["tmpfs"]:
-        remove_tree(iso.scratch)
+    try:
+        while (frame := wire.read_raw_frame(request_fd)) is not None:
+            timeout_s, call = wire.JOB_HEADER.unpack_from(frame)
+            wire.write_raw_frame(reply_fd, wire.encode_reply(**server.run_job(
+                memoryview(frame)[wire.JOB_HEADER.size:], timeout_s, bool(call))))
+    except ZygoteLost as lost:  # killed from outside: this server ends; the parent starts another
+        print(f"sandbox server {worker_index}: {lost}", file=sys.stderr)
+        sys.exit(1)
+    finally:
+        if not iso.layers["tmpfs"]:
+            remove_tree(iso.scratch)
 
 
 _FORK = struct.Struct(">q")  # server -> zygote: pid of the finished child to reap first (0: none)
@@ -98,11 +106,17 @@ class _Child:
     output_read: int
 
 
+class ZygoteLost(RuntimeError):
+    """The zygote died (it was killed: it never exits on its own while its server runs)."""
+
+
 class Server:
     def __init__(self, iso: hardening.Isolation, limits: hardening.Limits, stdlib_path: list[str]):
         self.iso, self.limits, self.stdlib_path = iso, limits, stdlib_path
         self.pid = os.getpid()  # in the zygote and its children: the zygote's pid (the jobs' parent)
-        self.jobs = 0
+        self.run_dir = os.path.join(iso.scratch, "run")  # one job at a time; emptied after each
+        self.streams: runner.Streams | None = None  # built by the zygote, used by each job child
+        self.null = -1  # the zygote's /dev/null
         self.zygote: socket.socket | None = None
         self.spare: _Child | None = None  # forked while the last reply went out: ready for the next job
 
@@ -116,11 +130,27 @@ class Server:
             try:
                 hardening.die_with_parent(self.pid)
                 self.pid = os.getpid()
+                self._prepare_zygote()
                 self._serve_forks(zygote_end)
             finally:
                 os._exit(0)
         zygote_end.close()
         self.zygote = server_end
+
+    def _prepare_zygote(self) -> None:
+        """Every job-independent step a child would otherwise repeat, done once here, inherited by
+        each fork: the rlimits other than CPU time (the zygote's own CPU time adds up; the child sets
+        that one), SIGXFSZ ignored, no_new_privs, HOME, the standard streams and the index of loaded
+        modules. None of it is request data: the zygote still never sees a job."""
+        hardening.apply_shared_rlimits(self.limits)
+        hardening.set_no_new_privs()
+        os.environ["HOME"] = self.run_dir  # the rest of the server's environment is PATH and LANG
+        self.null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)  # each child's fds 0 (and 1-2 for grading)
+        self.streams = runner.Streams.build()
+        runner.index_modules()
+        gc.collect()
+        gc.freeze()  # the objects built here too: children never write their GC headers
+        hardening.trim_heap()  # free heap pages back to the kernel: fewer pages for each fork to map
 
     def _serve_forks(self, channel: socket.socket) -> None:
         """The zygote's loop: per command, reap the finished child (if named) and fork the next one
@@ -135,8 +165,7 @@ class Server:
             (finished,) = _FORK.unpack(message)
             channel.send(_REPLY.pack(os.waitpid(finished, 0)[1] if finished else 0))  # the server replies
             child = os.fork()                                                           # while this forks
-            if child == 0:
-                channel.close()
+            if child == 0:  # the channel goes with every other fd above 4 once the child has set up its own
                 self._child_from_pipe(*fds)
             for fd in fds:
                 os.close(fd)
@@ -145,14 +174,13 @@ class Server:
     def _child_from_pipe(self, job_read: int, result_write: int, output_write: int) -> None:
         """A fresh job child: its job is the first and only request data this process ever holds."""
         try:
-            job = wire.read_frame(job_read)
+            job = marshal.loads(wire.read_raw_frame(job_read))  # written by the server, from the parent
             os.close(job_read)
-            if job is not None and job["kind"] == "call":  # grading calls' output is not kept
+            job["dir"] = self.run_dir
+            if job["kind"] == "call":  # grading calls' output is not kept
                 os.close(output_write)
                 output_write = None
         except BaseException:
-            os._exit(EXIT_SANDBOX_ERROR)
-        if job is None:
             os._exit(EXIT_SANDBOX_ERROR)
         self._child(job, result_write, output_write)  # never returns
 
@@ -167,6 +195,8 @@ class Server:
         try:
             socket.send_fds(self.zygote, [_FORK.pack(finished)], theirs)
             status = self._from_zygote()
+        except OSError as error:  # ECONNRESET, EPIPE
+            raise ZygoteLost(f"the zygote exited ({error})") from error
         finally:
             for fd in theirs:
                 os.close(fd)
@@ -174,9 +204,12 @@ class Server:
         return status
 
     def _from_zygote(self) -> int:
-        reply = self.zygote.recv(_REPLY.size)
+        try:
+            reply = self.zygote.recv(_REPLY.size)
+        except OSError as error:
+            raise ZygoteLost(f"the zygote exited ({error})") from error
         if len(reply) != _REPLY.size:
-            raise RuntimeError("the zygote exited")
+            raise ZygoteLost("the zygote exited")
         return _REPLY.unpack(reply)[0]
 
     def _take_child(self) -> _Child:
@@ -189,10 +222,13 @@ class Server:
     # ---- start-up proof: a hardened child probes every layer; a layer that does not hold is off
 
     def prove_layers(self) -> None:
+        job = marshal.dumps({"kind": "selftest", "nonce": "selftest", "canary": wire.encode(()), "files": {},
+                             "stdlib": os.path.dirname(os.__file__), "host_ipc": self.iso.host_ipc_namespace},
+                            wire.MARSHAL_VERSION)
         for _ in range(len(hardening.LAYERS)):
-            reply = self.run_job({"kind": "selftest", "nonce": "selftest", "canary": wire.encode(()),
-                                  "files": {}, "timeout_s": 10, "stdlib": os.path.dirname(os.__file__),
-                                  "host_ipc": self.iso.host_ipc_namespace})
+            reply = self.run_job(job, 10.0, False)
+            if reply["signal"] == signal.SIGKILL and not reply["timed_out"]:
+                continue  # killed from outside (its layers were not the cause): run it again
             try:
                 report = json.loads(reply["setup_error"] or reply["result"])
             except (TypeError, ValueError):
@@ -221,23 +257,22 @@ class Server:
 
     # ---- one job
 
-    def run_job(self, job: dict) -> dict:
-        self.jobs += 1
-        job["dir"] = os.path.join(self.iso.scratch, f"job{self.jobs}")
+    def run_job(self, job: bytes, timeout_s: float, call: bool) -> dict:
+        """Run one job (its marshal bytes, passed to the child unread): the reply's fields, as bytes."""
         started = time.monotonic()
         child = self._take_child()
         pidfd = os.pidfd_open(child.pid)  # before the child has its job: it cannot have exited yet
         try:
-            wire.write_frame(child.job_write, job)
+            wire.write_raw_frame(child.job_write, job)
         except BrokenPipeError:  # the child died before reading it; _wait reports a set-up failure
             pass
         finally:
             os.close(child.job_write)
         output_read = child.output_read
-        if job["kind"] == "call":
+        if call:
             os.close(output_read)
             output_read = None
-        reply = self._wait(child.pid, pidfd, child.result_read, output_read, started + float(job["timeout_s"]))
+        reply = self._wait(child.pid, pidfd, child.result_read, output_read, started + timeout_s)
         reply["duration_s"] = time.monotonic() - started
         if not self.iso.layers["seccomp"]:
             self._kill_leftovers(child.pid)
@@ -247,27 +282,30 @@ class Server:
     def _empty_scratch(self) -> bool:
         """Remove everything in the scratch dir (the run dir, and anything a job without the uid layer
         may have put beside it); True when it is empty."""
-        for name in os.listdir(self.iso.scratch):
+        remove_tree(self.run_dir)
+        left = os.listdir(self.iso.scratch)
+        for name in left:
             remove_tree(os.path.join(self.iso.scratch, name))
-        return not os.listdir(self.iso.scratch)
+        return not left or not os.listdir(self.iso.scratch)
 
     def _child(self, job: dict, result_write: int, output_write: int | None) -> None:
         step = "files"
         try:
             os.setsid()
-            null = os.open(os.devnull, os.O_RDWR)
+            null = self.null
             ruleset = self.iso.landlock_ruleset_fd if self.iso.layers["landlock"] else null
-            wanted = [null, output_write or null, output_write or null, result_write, ruleset]
-            high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in wanted]
-            for target, fd in enumerate(high):
+            output = null if output_write is None else output_write
+            wanted = (null, output, output, result_write, ruleset)
+            if min(wanted) < len(wanted):  # a source among fds 0-4: move every source above them first
+                wanted = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, len(wanted)) for fd in wanted]
+            for target, fd in enumerate(wanted):
                 os.dup2(fd, target, inheritable=target < 3)
-            os.closerange(len(wanted), 1 << 20)  # the parent pipe, the uid claim, everything else
+            os.closerange(len(wanted), 1 << 20)  # the zygote's channel, the parent pipe, the uid claim, ...
             self.iso.landlock_ruleset_fd = 4
             self._write_files(job)
-            os.chdir(job["dir"])
-            os.environ["HOME"] = job["dir"]  # the rest of the server's environment is PATH and LANG
+            os.chdir(job["dir"])  # HOME, set by the zygote
             step = "rlimits"
-            hardening.apply_rlimits(self.limits)
+            hardening.apply_cpu_rlimit(self.limits)  # the others are the zygote's, inherited
             step = "ipcns"
             hardening.enter_job_ipcns(self.iso)
             step = "uid"
@@ -284,7 +322,7 @@ class Server:
             finally:
                 os._exit(EXIT_SANDBOX_ERROR)
         try:
-            runner.run(job, self.stdlib_path)
+            runner.run(job, self.stdlib_path, self.streams)
         finally:
             os._exit(EXIT_SANDBOX_ERROR)
 
@@ -293,15 +331,18 @@ class Server:
         os.mkdir(job["dir"], 0o700)
         made = [job["dir"]]
         for relative, text in job["files"].items():
-            path = os.path.normpath(os.path.join(job["dir"], relative))
-            if os.path.commonpath([path, job["dir"]]) != job["dir"] or path == job["dir"]:
-                raise ValueError(f"file path outside the run dir: {relative!r}")
-            steps = os.path.relpath(os.path.dirname(path), job["dir"]).split(os.sep)
-            for depth in range(1, len(steps) + 1) if steps != ["."] else ():
-                directory = os.path.join(job["dir"], *steps[:depth])
-                if directory not in made:
-                    os.mkdir(directory, 0o700)
-                    made.append(directory)
+            if "/" not in relative and relative not in ("", ".", ".."):  # a name in the run dir itself
+                path = f"{job['dir']}/{relative}"
+            else:
+                path = os.path.normpath(os.path.join(job["dir"], relative))
+                if os.path.commonpath([path, job["dir"]]) != job["dir"] or path == job["dir"]:
+                    raise ValueError(f"file path outside the run dir: {relative!r}")
+                steps = os.path.relpath(os.path.dirname(path), job["dir"]).split(os.sep)
+                for depth in range(1, len(steps) + 1) if steps != ["."] else ():
+                    directory = os.path.join(job["dir"], *steps[:depth])
+                    if directory not in made:
+                        os.mkdir(directory, 0o700)
+                        made.append(directory)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             try:
                 data = memoryview(text.encode("utf-8", "surrogatepass"))  # a lone surrogate: model's bad bytes
@@ -368,17 +409,16 @@ class Server:
         stdout = bytes(head) + (f"\n[... {dropped} bytes of output dropped ...]\n".encode() if dropped else b"")
         marker, report = bytes(result[:1]), bytes(result[1:])
         if marker == SETUP_FAILED:
-            setup_error = report.decode("utf-8", "replace")
+            setup_error = report
         elif marker != SETUP_DONE:  # died (or timed out) before model code could run
-            setup_error = json.dumps({"sandbox_error": "job child ended during set-up", "step": "files"})
+            setup_error = json.dumps({"sandbox_error": "job child ended during set-up", "step": "files"}).encode()
         else:
             setup_error = None
         return {"exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                 "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
                 "timed_out": timed_out, "setup_error": setup_error,
-                "result": report.decode("utf-8", "replace") if report and setup_error is None else None,
-                "result_overflow": len(result) > MAX_RESULT,
-                "stdout": (stdout + bytes(tail)).decode("utf-8", "replace")}
+                "result": report if report and setup_error is None else None,  # the parent decodes both
+                "result_overflow": len(result) > MAX_RESULT, "stdout": stdout + bytes(tail)}
 
     def _kill_leftovers(self, pid: int) -> None:
         """Without seccomp a job can fork: kill its process group, and every process of its uid."""

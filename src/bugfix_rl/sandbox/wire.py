@@ -132,13 +132,31 @@ def plain_equal(got, want) -> bool:
     return got == want
 
 
-# ---- framing: 4-byte big-endian length + UTF-8 JSON, over raw file descriptors ----
+# ---- framing: 4-byte big-endian length + body, over raw file descriptors ----
+#
+# Start-up messages (the server's limits, its hello) are JSON frames. Jobs and replies, one each per
+# job, are binary: the parent's job frame is JOB_HEADER + the job dict as marshal (version 2: no
+# shared references, so a job's values arrive as separate objects, as the JSON trees did). The
+# server reads only the header and passes the marshal bytes to the job child unread; the child
+# rebuilds the dict. Both ends of that channel are trusted (the parent wrote it); nothing a job
+# writes is ever read with marshal: its report and output travel back as bytes in REPLY_HEADER's
+# frame and are decoded by the parent alone (`_read_report`, `decode`).
 
-def write_frame(fd: int, message) -> None:
-    data = json.dumps(message, separators=(",", ":")).encode()
+JOB_HEADER = struct.Struct(">dB")  # wall-clock limit (s); 1 for a grading call (its output is not kept)
+MARSHAL_VERSION = 2
+# exit code, signal, flags, duration (s), then the byte lengths of setup_error, result, stdout
+REPLY_HEADER = struct.Struct(">iiIdIII")
+_TIMED_OUT, _OVERFLOW, _LEFTOVER, _EXITED, _SIGNALED, _SETUP_ERROR, _RESULT = (1 << bit for bit in range(7))
+
+
+def write_raw_frame(fd: int, data: bytes) -> None:
     view = memoryview(_HEADER.pack(len(data)) + data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def write_frame(fd: int, message) -> None:
+    write_raw_frame(fd, json.dumps(message, separators=(",", ":")).encode())
 
 
 def _read_exact(fd: int, size: int, deadline: float | None) -> bytes | None:
@@ -153,18 +171,56 @@ def _read_exact(fd: int, size: int, deadline: float | None) -> bytes | None:
             return None
         chunks.append(chunk)
         remaining -= len(chunk)
-    return b"".join(chunks)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def read_frame(fd: int, deadline: float | None = None):
-    """Next message from `fd`, or None at end of file. Raises TimeoutError past `deadline`."""
+def read_raw_frame(fd: int, deadline: float | None = None) -> bytes | None:
+    """Next frame's body from `fd`, or None at end of file. Raises TimeoutError past `deadline`."""
     header = _read_exact(fd, _HEADER.size, deadline)
     if header is None:
         return None
     (size,) = _HEADER.unpack(header)
     if size > MAX_FRAME_BYTES:
         raise ValueError(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
-    data = _read_exact(fd, size, deadline)
-    if data is None:
-        return None
-    return json.loads(data)
+    return _read_exact(fd, size, deadline)
+
+
+def read_frame(fd: int, deadline: float | None = None):
+    """Next JSON message from `fd`, or None at end of file. Raises TimeoutError past `deadline`."""
+    data = read_raw_frame(fd, deadline)
+    return None if data is None else json.loads(data)
+
+
+def encode_reply(exit_code: int | None, signal: int | None, timed_out: bool, setup_error: bytes | None,
+                 result: bytes | None, result_overflow: bool, stdout: bytes, duration_s: float,
+                 leftover: bool) -> bytes:
+    """The server's reply to one job (raw bytes; the parent decodes them)."""
+    flags = ((timed_out and _TIMED_OUT) | (result_overflow and _OVERFLOW) | (leftover and _LEFTOVER)
+             | (exit_code is not None and _EXITED) | (signal is not None and _SIGNALED)
+             | (setup_error is not None and _SETUP_ERROR) | (result is not None and _RESULT))
+    setup_error, result = setup_error or b"", result or b""
+    return b"".join((REPLY_HEADER.pack(exit_code or 0, signal or 0, flags, duration_s, len(setup_error),
+                                       len(result), len(stdout)), setup_error, result, stdout))
+
+
+def decode_reply(data: bytes) -> dict:
+    """The reply dict the parent works with (text decoded with errors='replace'); ValueError if the
+    frame does not add up (a server out of step)."""
+    try:
+        exit_code, signal, flags, duration_s, *sizes = REPLY_HEADER.unpack_from(data)
+    except struct.error as error:
+        raise ValueError(f"malformed reply: {error}") from error
+    if REPLY_HEADER.size + sum(sizes) != len(data):
+        raise ValueError("malformed reply: lengths do not add up")
+    start, parts = REPLY_HEADER.size, []
+    for size in sizes:
+        parts.append(data[start:start + size].decode("utf-8", "replace"))
+        start += size
+    setup_error, result, stdout = parts
+    return {"exit_code": exit_code if flags & _EXITED else None,
+            "signal": signal if flags & _SIGNALED else None,
+            "timed_out": bool(flags & _TIMED_OUT),
+            "setup_error": setup_error if flags & _SETUP_ERROR else None,
+            "result": result if flags & _RESULT else None,
+            "result_overflow": bool(flags & _OVERFLOW),
+            "stdout": stdout, "duration_s": duration_s, "leftover": bool(flags & _LEFTOVER)}

@@ -1,0 +1,48 @@
+"""A kill -9 storm leaves nothing behind (issue 40): a small `scripts/bench_sandbox.py --lifecycle`.
+
+Load threads keep both workers busy (grading calls, test runs, 0.3 s jobs) while SIGKILLs go, in
+turn, to a server, a running job, a zygote and a running job, every 0.1 s for 1.5 s. No call may raise
+(a lost server is that job's `sandbox_error`), the sandbox must grade again afterwards, no process of
+its uids may be left while it is open, and once it is closed nothing may be left: no live process of
+any server's tree seen during the storm, no sandbox dir in the host's temp dir, no new mount in this
+mount namespace, no new fd in this process. Nothing here is timed.
+"""
+
+import importlib.util
+import time
+from pathlib import Path
+
+from sandboxes import live_processes_of, start_sandbox
+
+
+def bench_sandbox():
+    path = Path(__file__).parents[1] / "scripts" / "bench_sandbox.py"
+    spec = importlib.util.spec_from_file_location("bench_sandbox_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_kill_storm_on_servers_zygotes_and_jobs_leaks_nothing():
+    bench = bench_sandbox()
+    sandbox = start_sandbox(workers=2, timeout_s=5)
+    storm = bench.Storm(sandbox, seconds=1.5, kill_every_s=0.1, seed=0)
+    try:
+        storm.run()
+        graded = sandbox.call_function({"share.py": bench.SOURCE}, "share", "share", bench.INPUTS)
+        ran = sandbox.run_tests({"share.py": bench.SOURCE, "test_share.py": bench.TESTS}, "pytest")
+        deadline = time.monotonic() + 2.0  # a job SIGKILLed last may take a moment to go
+        while live_processes_of(sandbox.uids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left_while_open = live_processes_of(sandbox.uids)  # uids the sandbox still holds: no one else's
+    finally:
+        sandbox.close()
+    found = bench.leaks(storm, uids=(), wait_for_zombies=False)  # zombies are PID 1's to reap
+    assert storm.raised == []
+    assert storm.kills["server"] >= 1 and storm.kills["job"] >= 1, storm.kills
+    assert "ok" in storm.statuses and "sandbox_error" in storm.statuses, storm.statuses
+    assert graded.status == "ok" and graded.outputs == [("value", want) for want in bench.EXPECTED]
+    assert ran.status == "ok" and ran.exit_code == 0, ran.stdout
+    assert left_while_open == []
+    assert {name: found[name] for name in ("processes", "files", "mounts", "fds")} == \
+        {"processes": [], "files": [], "mounts": [], "fds": []}
