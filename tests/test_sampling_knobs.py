@@ -18,7 +18,7 @@ from bugfix_rl.config import AlgoConfig
 from bugfix_rl.dashboard import dashboard_row
 from bugfix_rl.gym.edit_menu import EpisodeInfo
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_tasks
+from bugfix_rl.rollout.collect import TaskStats, collect_step, degenerate, draw_tasks
 from bugfix_rl.rollout.trajectory import Trajectory, collate
 from bugfix_rl.algo.advantage_stage import compute_advantages
 
@@ -178,6 +178,48 @@ def test_task_stats_update_is_an_exponential_moving_average():
     stats = TaskStats({"a": 0.5})
     stats.update([episode("a", 1.0, 0), episode("a", 1.0, 0), episode("b", 0.0, 1), episode("b", 1.0, 1)])
     assert stats.rate == {"a": 0.75, "b": 0.5}  # a: 0.5 * 0.5 + 0.5 * 1; b: first sight = its mean
+
+
+def infra_failed(task: str, group: int) -> Trajectory:
+    """An episode whose env raised (rollout/env_errors.py): reward 0 decided by the infrastructure."""
+    t = episode(task, 0.0, group)
+    t.info.env_error, t.info.hidden_pass = "ConnectionError: sandbox gone", False
+    return t
+
+
+def test_task_stats_leave_out_infrastructure_failures():
+    """A masked episode is not a real 0 of its task's pass rate (issue 39): a and b passed every valid
+    episode, their env_error episodes do not lower the rate; c had only failures of the env and keeps
+    its rate. With mask_infra off they count as zeros, as before."""
+    trajectories = [episode("a", 1.0, 0), infra_failed("a", 0), episode("b", 1.0, 1), infra_failed("b", 1),
+                    infra_failed("b", 1), infra_failed("c", 2)]
+    stats = TaskStats({"c": 0.25})
+    stats.update(trajectories)
+    assert stats.rate == {"a": 1.0, "b": 1.0, "c": 0.25}
+    unmasked = TaskStats({"c": 0.25})
+    unmasked.update(trajectories, mask_infra=False)
+    assert unmasked.rate == {"a": 0.5, "b": pytest.approx(1 / 3), "c": 0.125}
+
+
+class InfraPool(FakePool):
+    """Every group: G - 1 successes and one episode whose grading the infrastructure failed (reward 0).
+    Unmasked that group looks mixed; masked, its valid episodes all agree: no gradient."""
+
+    def submit(self, tasks, group_size, temperature, generator, first_group=0):
+        self.calls.append([t.name for t in tasks])
+        return [infra_failed(task.name, first_group + i) if j == group_size - 1 else episode(task.name, 1.0, first_group + i)
+                for i, task in enumerate(tasks) for j in range(group_size)]
+
+
+@pytest.mark.parametrize("mask_infra", [True, False])
+def test_dynamic_sampling_judges_groups_on_their_unmasked_episodes(mask_infra):
+    fake = InfraPool(set())
+    config = dataclasses.replace(AlgoConfig(), dynamic_sampling=True, max_sample_rounds=3, mask_infra=mask_infra)
+    rollouts = collect_step(fake, TASKS, config, torch.Generator().manual_seed(0))
+    # masked: every group is degenerate (7 agreeing valid episodes), refilled until the rounds run out
+    assert rollouts.rounds == (3 if mask_infra else 1) and len(rollouts.kept) == 64
+    assert degenerate(episodes_of := rollouts.kept[:G], mask_infra) == mask_infra
+    assert degenerate(episodes_of[:1] + [infra_failed("x", 0)], mask_infra=True)  # one valid episode: no baseline
 
 
 # ------------------------------------------------------------------------------------------------

@@ -3,6 +3,9 @@
 Dynamic sampling (DAPO) resamples groups whose rewards are all equal (they carry no gradient) with
 fresh tasks, up to max_sample_rounds rounds, and reports how many extra episodes that cost. Task
 filtering and the curriculum reweight which training tasks are drawn, from their recent pass rates.
+With algo.mask_infra, episodes whose reward the infrastructure decided (rollout/env_errors.py) count
+in neither: they are not a real 0 of the task's pass rate, and a group is degenerate when the episodes
+left after masking agree or are fewer than two (algo/infra_mask.py gives it no gradient either).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import torch
 
 from bugfix_rl.gym.shape_variants import shape_variant
 from bugfix_rl.gym.tasks import OPERAND_POOL, Task, base_task_name, operand_names, with_renamed_operands
+from bugfix_rl.rollout.env_errors import infrastructure_failure
 from bugfix_rl.rollout.pool import InlinePool
 from bugfix_rl.rollout.trajectory import Trajectory
 
@@ -36,9 +40,13 @@ class TaskStats:
     rate: dict[str, float] = field(default_factory=dict)
     decay: float = 0.5
 
-    def update(self, trajectories: list[Trajectory]) -> None:
+    def update(self, trajectories: list[Trajectory], mask_infra: bool = True) -> None:
+        """Fold one step's episodes into the moving rates; with mask_infra, episodes whose reward the
+        infrastructure decided are left out (a task with only such episodes keeps its rate)."""
         by_task: dict[str, list[float]] = {}
         for t in trajectories:
+            if mask_infra and infrastructure_failure(t.info):
+                continue
             by_task.setdefault(base_task_name(t.info.task), []).append(float(t.info.success))  # not a shaped reward
         for name, rewards in by_task.items():
             mean = sum(rewards) / len(rewards)
@@ -55,6 +63,13 @@ class TaskStats:
             if informative.sum() > 0:
                 w = w * informative
         return w
+
+
+def degenerate(group: list[Trajectory], mask_infra: bool = True) -> bool:
+    """A group with no task signal: its rewards all agree, counting with mask_infra only the episodes
+    the infrastructure did not decide (then fewer than two such episodes is degenerate too)."""
+    rewards = [t.reward for t in group if not (mask_infra and infrastructure_failure(t.info))]
+    return len(rewards) < 2 or len(set(rewards)) == 1
 
 
 def draw_tasks(tasks: list[Task], n: int, weights: torch.Tensor, generator: torch.Generator) -> list[Task]:
@@ -144,19 +159,19 @@ def collect_step(pool, tasks: list[Task], algo, generator: torch.Generator, task
     if algo.dynamic_sampling:
         weights = _task_weights(tasks, algo, task_stats)
         while rounds < algo.max_sample_rounds:
-            degenerate = [i for i, g in enumerate(groups) if len({t.reward for t in g}) == 1]
-            if not degenerate:
+            slots = [i for i, g in enumerate(groups) if degenerate(g, algo.mask_infra)]
+            if not slots:
                 break
-            refill = draw_tasks(tasks, len(degenerate), weights, generator)
+            refill = draw_tasks(tasks, len(slots), weights, generator)
             refill = augmented(refill, generator, rename_operands, shape_variants)
             fresh = pool.result(pool.submit(refill, G, algo.temperature, generator, first_group=len(sampled) // G))
             sampled = sampled + fresh
-            for slot, start in zip(degenerate, range(0, len(fresh), G)):
+            for slot, start in zip(slots, range(0, len(fresh), G)):
                 candidate = fresh[start:start + G]
-                if len({t.reward for t in candidate}) > 1:
+                if not degenerate(candidate, algo.mask_infra):
                     groups[slot] = candidate
             rounds += 1
     kept = [t for g in groups for t in g]
     if task_stats is not None:
-        task_stats.update(sampled)
+        task_stats.update(sampled, algo.mask_infra)
     return StepRollouts(kept, sampled, rounds)
