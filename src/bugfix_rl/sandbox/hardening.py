@@ -40,7 +40,6 @@ import signal
 import socket
 import struct
 import sys
-import tempfile
 from dataclasses import dataclass, field
 
 LAYERS = ("rlimits", "netns", "tmpfs", "uid", "ipcns", "landlock", "seccomp", "seccomp_ipc")
@@ -122,13 +121,26 @@ def setup_server(scratch_mb: int) -> Isolation:
         for name in ("uid", "netns", "tmpfs", "ipcns"):
             iso.reasons[name] = f"needs root (server runs as uid {os.geteuid()})"
     if not iso.scratch:
-        iso.scratch = tempfile.mkdtemp(prefix="bugfix-rl-sandbox-")
+        iso.scratch = _make_temp_dir("bugfix-rl-sandbox-")
     _try(iso, "landlock", lambda: _build_landlock_ruleset(iso))
     _try(iso, "seccomp", lambda: _build_seccomp(iso))
     iso.layers["seccomp_ipc"] = iso.layers["seccomp"]  # one filter; the self-test proves each part
     if not iso.layers["seccomp"]:
         iso.reasons["seccomp_ipc"] = f"needs seccomp ({iso.reasons['seccomp']})"
     return iso
+
+
+def _make_temp_dir(prefix: str) -> str:
+    """tempfile.mkdtemp(prefix=prefix) in /tmp (the server's environment has no TMPDIR), without
+    importing tempfile: it pulls in shutil and with it bz2, lzma and zlib, six shared libraries every
+    fork of the zygote would copy the mappings of."""
+    while True:
+        path = f"/tmp/{prefix}{os.urandom(6).hex()}"
+        try:
+            os.mkdir(path, 0o700)
+            return path
+        except FileExistsError:
+            continue
 
 
 def _try(iso: Isolation, name: str, step) -> None:
@@ -220,7 +232,7 @@ def _overlay_directory(ancestor: str, children: list[str]) -> None:
     stages = {}
     try:
         for child in children:
-            stages[child] = tempfile.mkdtemp(prefix="bugfix-rl-stage-")
+            stages[child] = _make_temp_dir("bugfix-rl-stage-")
             _mount(os.path.join(ancestor, child), stages[child], None, MS_BIND | MS_REC)
         _mount("tmpfs", ancestor, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
         for child, stage in stages.items():

@@ -129,15 +129,16 @@ def _safe_message(error: BaseException) -> str:
 
 def _import_job_module(job: dict):
     """importlib.import_module(job["module"]), with a short path for the common case of a module that
-    is one file of the run dir (`name.py`, no package `name/` and no `__pycache__` beside it, not the
-    name of a built-in or frozen module, which importlib would find first): the
+    is one file of the run dir (`name.py`; no package `name/`, extension `name.*.so` or `__pycache__`
+    beside it; not the name of a built-in or frozen module, which importlib would find first): the
     same module (name, __file__, __spec__ with a SourceFileLoader, code compiled from the file's bytes
     as importlib compiles them) without importlib's path search, which costs a fresh process more than
     the rest of a grading job."""
     name, files = job["module"], job["files"]
     filename = f"{name}.py"
     if not name.isidentifier() or filename not in files or name in sys.modules or _imp.is_builtin(name) \
-            or _imp.is_frozen(name) or any(path.startswith((f"{name}/", "__pycache__/")) for path in files):
+            or _imp.is_frozen(name) or any(path.startswith((f"{name}/", "__pycache__/"))
+                                           or (path.startswith(f"{name}.") and path.endswith(".so")) for path in files):
         return importlib.import_module(name)  # importlib's answer may not be the run dir's file
     path = f"{job['dir']}/{filename}"
     source = files[filename].encode("utf-8", "surrogatepass")  # the bytes the server wrote to `path`

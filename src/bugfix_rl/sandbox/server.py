@@ -92,18 +92,20 @@ def main(worker_index: int) -> None:
             remove_tree(iso.scratch)
 
 
-_FORK = struct.Struct(">q")  # server -> zygote: pid of the finished child to reap first (0: none)
-_REPLY = struct.Struct(">q")  # zygote -> server: the reaped child's wait status, then the new child's pid
+_CHILD = struct.Struct(">q")  # zygote -> server: a new child's pid, with its pidfd and the server's ends of its pipes
+_STATUS = struct.Struct(">xq")  # zygote -> server: that child's wait status, once it has exited and been reaped
+FIRST_WAIT_S = 0.01  # a job that exits sooner is collected with one wakeup of the server (see _wait)
 
 
 @dataclasses.dataclass
 class _Child:
     """A job child forked by the zygote, blocked on reading its job; the server's ends of its pipes."""
 
-    pid: int  # 0 until the zygote says it
+    pid: int
     job_write: int
     result_read: int
     output_read: int
+    pidfd: int  # opened by the zygote before it could reap the child: never another process's
 
 
 class ZygoteLost(RuntimeError):
@@ -118,7 +120,6 @@ class Server:
         self.streams: runner.Streams | None = None  # built by the zygote, used by each job child
         self.null = -1  # the zygote's /dev/null
         self.zygote: socket.socket | None = None
-        self.spare: _Child | None = None  # forked while the last reply went out: ready for the next job
 
     # ---- the zygote: the only process jobs are forked from
 
@@ -153,23 +154,35 @@ class Server:
         hardening.trim_heap()  # free heap pages back to the kernel: fewer pages for each fork to map
 
     def _serve_forks(self, channel: socket.socket) -> None:
-        """The zygote's loop: per command, reap the finished child (if named) and fork the next one
-        on the three pipe ends sent with the command. It reads nothing else."""
+        """The zygote's loop: fork a child on three new pipes, hand the server the child's pid and the
+        server's ends of the pipes, wait for the child to exit, tell the server its status; again.
+        It receives nothing at all. The next child is forked as soon as the last one is reaped, so it
+        is ready (blocked on reading its job) while the server replies to the parent; the server
+        learns that a job ended from the status alone, with no round trip."""
         while True:
+            job_read, job_write = os.pipe()
+            result_read, result_write = os.pipe()
+            output_read, output_write = os.pipe()
+            child = os.fork()
+            if child == 0:
+                for fd in (channel.fileno(), job_write, result_read, output_read):
+                    os.close(fd)  # the job pipe must end (EOF) when the server goes; the rest is the server's
+                self._child_from_pipe(job_read, result_write, output_write)
+            for fd in (job_read, result_write, output_write):
+                os.close(fd)
+            theirs = [job_write, result_read, output_read, os.pidfd_open(child)]
             try:
-                message, fds, _, _ = socket.recv_fds(channel, _FORK.size, 3)
+                socket.send_fds(channel, [_CHILD.pack(child)], theirs)
+            except OSError:
+                return  # the server is gone (this zygote dies with it anyway)
+            finally:
+                for fd in theirs:
+                    os.close(fd)
+            status = os.waitpid(child, 0)[1]
+            try:
+                channel.send(_STATUS.pack(status))
             except OSError:
                 return
-            if len(message) != _FORK.size or len(fds) != 3:
-                return  # the server closed its end
-            (finished,) = _FORK.unpack(message)
-            channel.send(_REPLY.pack(os.waitpid(finished, 0)[1] if finished else 0))  # the server replies
-            child = os.fork()                                                           # while this forks
-            if child == 0:  # the channel goes with every other fd above 4 once the child has set up its own
-                self._child_from_pipe(*fds)
-            for fd in fds:
-                os.close(fd)
-            channel.send(_REPLY.pack(child))
 
     def _child_from_pipe(self, job_read: int, result_write: int, output_write: int) -> None:
         """A fresh job child: its job is the first and only request data this process ever holds."""
@@ -184,40 +197,27 @@ class Server:
             os._exit(EXIT_SANDBOX_ERROR)
         self._child(job, result_write, output_write)  # never returns
 
-    def _fork(self, finished: int) -> int:
-        """Have the zygote reap `finished` (0: none) and fork the next job's child; the reaped child's
-        wait status. The new child's pid is read when a job needs it (_take_child), so the fork runs
-        while this server replies to the parent."""
-        job_read, job_write = os.pipe()
-        result_read, result_write = os.pipe()
-        output_read, output_write = os.pipe()
-        theirs = [job_read, result_write, output_write]
+    def _take_child(self) -> _Child:
+        """The zygote's next child (forked when the last one was reaped, so normally waiting already)."""
         try:
-            socket.send_fds(self.zygote, [_FORK.pack(finished)], theirs)
-            status = self._from_zygote()
-        except OSError as error:  # ECONNRESET, EPIPE
+            message, fds, _, _ = socket.recv_fds(self.zygote, _STATUS.size, 4)
+        except OSError as error:  # ECONNRESET
             raise ZygoteLost(f"the zygote exited ({error})") from error
-        finally:
-            for fd in theirs:
+        if len(message) != _CHILD.size or len(fds) != 4:
+            for fd in fds:
                 os.close(fd)
-        self.spare = _Child(0, job_write, result_read, output_read)
-        return status
+            raise ZygoteLost("the zygote exited")
+        return _Child(_CHILD.unpack(message)[0], *fds)
 
-    def _from_zygote(self) -> int:
+    def _status_from_zygote(self) -> int:
+        """The wait status of the child the zygote was waiting for (blocks until it has exited)."""
         try:
-            reply = self.zygote.recv(_REPLY.size)
+            message = self.zygote.recv(_STATUS.size + 1)
         except OSError as error:
             raise ZygoteLost(f"the zygote exited ({error})") from error
-        if len(reply) != _REPLY.size:
+        if len(message) != _STATUS.size:
             raise ZygoteLost("the zygote exited")
-        return _REPLY.unpack(reply)[0]
-
-    def _take_child(self) -> _Child:
-        if self.spare is None:
-            self._fork(0)
-        child, self.spare = self.spare, None
-        child.pid = self._from_zygote()
-        return child
+        return _STATUS.unpack(message)[0]
 
     # ---- start-up proof: a hardened child probes every layer; a layer that does not hold is off
 
@@ -261,7 +261,7 @@ class Server:
         """Run one job (its marshal bytes, passed to the child unread): the reply's fields, as bytes."""
         started = time.monotonic()
         child = self._take_child()
-        pidfd = os.pidfd_open(child.pid)  # before the child has its job: it cannot have exited yet
+        pidfd = child.pidfd
         try:
             wire.write_raw_frame(child.job_write, job)
         except BrokenPipeError:  # the child died before reading it; _wait reports a set-up failure
@@ -357,7 +357,11 @@ class Server:
                 os.chown(directory, owner, owner)
 
     def _wait(self, pid: int, pidfd: int, result_read: int, output_read: int | None, deadline: float) -> dict:
-        """Collect the child's report and output until it exits or the deadline passes."""
+        """Collect the child's report and output until it exits (the zygote's status message) or the
+        deadline passes (then SIGKILL). For the first FIRST_WAIT_S only the status is awaited: a job
+        that ends by then wakes this server once, its report and output wait in the pipes (64 KiB
+        each; a job that fills one sits until the pipes are read, FIRST_WAIT_S at most); after it,
+        every pipe is read as it fills."""
         result, head, tail, dropped = bytearray(), bytearray(), bytearray(), 0
         pipes = [fd for fd in (result_read, output_read) if fd is not None]
         timed_out = False
@@ -374,8 +378,12 @@ class Server:
                 dropped += len(tail) - STDOUT_TAIL
                 del tail[: len(tail) - STDOUT_TAIL]
 
+        zygote = self.zygote.fileno()
+        watched = [zygote]  # then the pipes too, once the first wait is over
+        first_until = time.monotonic() + FIRST_WAIT_S
         while True:
-            wait = deadline - time.monotonic()
+            now = time.monotonic()
+            wait = deadline - now
             if wait <= 0:
                 try:
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
@@ -383,18 +391,24 @@ class Server:
                     pass
                 timed_out = True
                 break
-            ready = select.select([pidfd, *pipes], [], [], wait)[0]
+            if len(watched) == 1:
+                if now < first_until:
+                    wait = min(wait, first_until - now)
+                elif pipes:
+                    watched += pipes
+            ready = select.select(watched, [], [], wait)[0]
             for fd in ready:
-                if fd == pidfd:
+                if fd == zygote:
                     continue
                 chunk = os.read(fd, 1 << 16)
                 if chunk:
                     take(fd, chunk)
                 else:
                     pipes.remove(fd)
-            if pidfd in ready:
+                    watched.remove(fd)
+            if zygote in ready:
                 break
-        status = self._fork(finished=pid)  # reaps this child and forks the next job's
+        status = self._status_from_zygote()  # it has exited and been reaped; the next child is being forked
         os.close(pidfd)
         for fd in pipes:  # drain what the child left; never block (a forked leftover may hold the pipe)
             os.set_blocking(fd, False)
