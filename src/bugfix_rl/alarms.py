@@ -15,6 +15,22 @@ from __future__ import annotations
 T_ALARM = 2.0  # the slope's t statistic above which a rise counts as more than noise
 
 
+def mismatch_alarm(row: dict, threshold: float) -> dict:
+    """The sampler-policy mismatch alarm (design review question 16): kl_mu_prox_alarm is 1.0 when the
+    row's kl_mu_prox, KL(mu || pi_prox) per policy token (algo/update.py), exceeds `threshold`
+    (stop.kl_mu_prox_max; 0 = no alarm), else 0.0."""
+    value = row.get("kl_mu_prox")
+    return {"kl_mu_prox_alarm": float(threshold > 0 and value is not None and value > threshold)}
+
+
+def mismatch_alarm_line(row: dict, threshold: float) -> str:
+    """The console's warning when the mismatch alarm turns on."""
+    return (f"warning: the sampler and the trainer's policy disagree at step {row['step']}: KL(mu || pi_prox)"
+            f" {row['kl_mu_prox']:.3g} per policy token > stop.kl_mu_prox_max={threshold:g}; stale or mismatched"
+            f" samples (algo.tis_cap corrects them, algo.max_traj_gap drops the worst; stop.kl_mu_prox_stop=true"
+            f" ends the run here)")
+
+
 def malformed_trend(rows: list[dict], window: int) -> tuple[float, float] | None:
     """(slope per step, its t statistic) of a least-squares line through `malformed` over the last
     `window` rows; None with fewer than max(window, 3) rows or a row without the key. A perfectly

@@ -185,6 +185,7 @@ class AlgoConfig:
     entropy_coef: float = 0.0  # entropy bonus
     tis_cap: Optional[float] = None  # truncated importance weights min(pi/mu, C); None = off
     tis_level: str = "token"  # token | sequence
+    max_traj_gap: Optional[float] = None  # per-trajectory gap filter: an episode whose largest |log pi_prox - log mu| at a policy token exceeds this leaves the loss (gap_filtered counts them); None = off
     lr: float = 1e-3  # the policy's learning rate (Adam)
     epochs: int = 1  # passes over each step's batch
     minibatches: int = 2  # optimizer steps per epoch: the batch split into this many minibatches
@@ -258,6 +259,8 @@ class StopConfig:
     malformed_window: int = 20  # steps the malformed-call alarm fits its trend over (alarms.py); 0 = no alarm
     malformed_rise: float = 0.2  # alarm when malformed calls per episode rise by this much over the window (and t > 2)
     malformed_stop: bool = False  # end the run when the malformed-call alarm is on (else it warns only)
+    kl_mu_prox_max: float = 0.05  # the mismatch alarm: warn when a step's KL(mu || pi_prox) per policy token (kl_mu_prox) exceeds this; 0 = no alarm
+    kl_mu_prox_stop: bool = False  # end the run when the mismatch alarm is on (else it warns only)
 
 
 @dataclass
@@ -521,6 +524,8 @@ def validate(cfg) -> None:
                           " (the ratio is clipped to [1 - clip_low, 1 + clip_high])")
     if not 0 <= algo.canary_rate <= 1:
         raise ConfigError(f"algo.canary_rate={algo.canary_rate} must lie in [0, 1] (canary groups per training group; 0 = none)")
+    if algo.max_traj_gap is not None and not algo.max_traj_gap >= 0:
+        raise ConfigError(f"algo.max_traj_gap={algo.max_traj_gap} must be >= 0 (a bound on |log pi_prox - log mu|; null = off)")
     if algo.dual_clip is not None and algo.dual_clip <= 1:
         raise ConfigError(f"algo.dual_clip={algo.dual_clip} must be > 1")
     turn = algo.turn_credit
@@ -545,6 +550,8 @@ def validate(cfg) -> None:
         raise ConfigError("stop.patience, stop.zero_adv_window and stop.min_delta must be >= 0 (0 = off)")
     if not 0 <= stop.zero_adv_threshold <= 1:
         raise ConfigError(f"stop.zero_adv_threshold={stop.zero_adv_threshold} must lie in [0, 1]")
+    if not stop.kl_mu_prox_max >= 0:
+        raise ConfigError(f"stop.kl_mu_prox_max={stop.kl_mu_prox_max} must be >= 0 (0 = no alarm)")
     if stop.malformed_window < 0 or stop.malformed_rise < 0:
         raise ConfigError("stop.malformed_window and stop.malformed_rise must be >= 0 (window 0 = no alarm)")
     if not (0 <= stop.max_infra_share <= 1 and 0 <= cfg.env.infra_fault_rate <= 1):

@@ -20,15 +20,15 @@ from bugfix_rl.evaluate.evaluate import behaviour_stats
 PANELS = {  # panel -> keys; quantities of different size never share an axis
     "outcome": ("reward", "pass_rate", "exploit", "public_hidden_gap", "canary_reward"),  # canary: with its 95% band
     "behaviour": ("reads", "tests", "edits", "turns", "malformed", "failed", "malformed_alarm"),  # alarms.py
-    "policy": ("entropy", "zero_adv_frac", "collapse_alarm"),  # collapse_alarm: 1 at steps stopping.collapse_alarm fired
+    "policy": ("entropy", "zero_adv_frac", "collapse_alarm", "obs_entropy", "mask_share"),  # collapse_alarm: 1 at steps stopping.collapse_alarm fired; q28's two
     "update size": ("approx_kl", "clip_frac"),  # log scale: both live near 1e-4..1e-1
     "gradient": ("grad_norm", "nonfinite_skips"),
-    "consistency": ("logp_gap", "logp_gap_mean", "logp_gap_p99"),
+    "consistency": ("logp_gap", "logp_gap_mean", "logp_gap_p99", "kl_mu_prox", "kl_mu_prox_alarm", "gap_filtered"),
     "staleness": ("staleness_mean", "staleness_max", "tis_truncated_frac"),  # drawn when a run has either
     "infrastructure": ("infra_masked", "infra_groups_dropped"),  # drawn when a run masked any episode
 }
 LOG_PANELS = {"update size": "log", "consistency": "symlog"}
-ALARMS = ("collapse_alarm", "malformed_alarm")  # 0/1 series, drawn only in a run where they fired
+ALARMS = ("collapse_alarm", "malformed_alarm", "kl_mu_prox_alarm")  # 0/1 series, drawn only in a run where they fired
 CONSOLE_KEYS = ("reward", "reads", "tests", "entropy", "zero_adv_frac", "approx_kl", "clip_frac", "grad_norm",
                 "logp_gap")
 ASYNC_KEYS = ("staleness_mean", "tis_truncated_frac")  # added to the console row when max_staleness > 0

@@ -93,6 +93,9 @@ def stop_reason(stop, validation: dict[int, dict], rows: list[dict], at_checkpoi
     if stop.malformed_stop and rows and rows[-1].get("malformed_alarm"):
         return (f"malformed tool calls rising: {rows[-1]['malformed_trend']:+.3f} per episode per step over the"
                 f" last {stop.malformed_window} steps (stop.malformed_stop=true)")
+    if stop.kl_mu_prox_stop and rows and rows[-1].get("kl_mu_prox_alarm"):
+        return (f"sampler-policy mismatch: KL(mu || pi_prox) {rows[-1]['kl_mu_prox']:.3g} per policy token above"
+                f" stop.kl_mu_prox_max={stop.kl_mu_prox_max:g} (stop.kl_mu_prox_stop=true)")
     share = rows[-1].get("infra_share") if rows else None
     if share is not None and share > stop.max_infra_share:
         return (f"infrastructure: {rows[-1]['infra_masked']} episodes ({share:.0%}) of step {rows[-1]['step']} had"

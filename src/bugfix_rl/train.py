@@ -38,7 +38,7 @@ from bugfix_rl.rollout.collect import TaskStats, collect_step, draw_step_tasks
 from bugfix_rl.rollout.pool import make_pool
 from bugfix_rl.rollout.replay import replay_caveats, schedule_from_record, schedule_record
 from bugfix_rl.rollout.trajectory import collate
-from bugfix_rl.alarms import malformed_alarm, malformed_alarm_line
+from bugfix_rl.alarms import malformed_alarm, malformed_alarm_line, mismatch_alarm, mismatch_alarm_line
 from bugfix_rl.canaries import canary_metrics, sample_canaries
 from bugfix_rl.stopping import collapse_alarm, stop_reason
 from bugfix_rl.viewer import pick_episodes, write_run_page
@@ -335,6 +335,9 @@ def run_training(cfg, run_dir: Path) -> dict:
                 row.update(malformed_alarm(state.rows, cfg.stop.malformed_window, cfg.stop.malformed_rise))
                 if row["malformed_alarm"] and not (len(state.rows) > 1 and state.rows[-2].get("malformed_alarm")):
                     print(malformed_alarm_line(row, cfg.stop.malformed_window), file=sys.stderr)  # when it turns on
+                row.update(mismatch_alarm(row, cfg.stop.kl_mu_prox_max))
+                if row["kl_mu_prox_alarm"] and not (len(state.rows) > 1 and state.rows[-2].get("kl_mu_prox_alarm")):
+                    print(mismatch_alarm_line(row, cfg.stop.kl_mu_prox_max), file=sys.stderr)  # when it turns on
                 for logger in loggers:
                     logger.log(row)
                 view.row(row)
@@ -517,6 +520,7 @@ def _final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, mak
                   "sampled_episodes": sum(r["sampled_episodes"] for r in state.rows),
                   "collapse_alarm_steps": [r["step"] for r in state.rows if r.get("collapse_alarm")],
                   "malformed_alarm_steps": [r["step"] for r in state.rows if r.get("malformed_alarm")],
+                  "kl_mu_prox_alarm_steps": [r["step"] for r in state.rows if r.get("kl_mu_prox_alarm")],
                   "seconds_per_step": sum(r["time_sample"] + r["time_update"] for r in state.rows) / len(state.rows)},
     }
     if cfg.eval.test:

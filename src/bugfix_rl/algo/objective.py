@@ -259,6 +259,44 @@ def truncated_is_weights(
 
 
 # --------------------------------------------------------------------------------------------------
+# Sampler-trainer mismatch (design review questions 16 and 17) and the loss mask's diagnostics (q28).
+
+
+def kl_sampler_proximal(log_ratio: Tensor) -> float:
+    """KL(mu || pi_prox) per policy token, from log_ratio = log pi_prox - log mu at tokens drawn from
+    the sampler mu: the mean of k3 = r - 1 - log r, r = pi_prox / mu (unbiased under mu, >= 0).
+    [N] (the policy tokens measured, flat) -> float; 0.0 with no token."""
+    if not log_ratio.numel():
+        return 0.0
+    log_ratio = log_ratio.double()
+    return float((torch.expm1(log_ratio) - log_ratio).mean())
+
+
+def trajectory_gap_kept(logp_prox: Tensor, logp_sampler: Tensor, mask: Tensor, bound: float) -> Tensor:
+    """The per-trajectory gap filter: True for each row whose largest |log pi_prox - log mu| over its
+    policy tokens is at most `bound` (a row without policy tokens is kept).   [B, T] x3 -> [B] bool"""
+    gap = torch.where(mask > 0, (logp_prox - logp_sampler).abs(), torch.zeros_like(logp_prox))
+    return gap.amax(dim=-1) <= bound
+
+
+def real_positions(mask: Tensor, lengths: Tensor) -> Tensor:
+    """[B, T] bool: the predicted positions inside each row (t < length - 1), padding excluded."""
+    return torch.arange(mask.shape[-1], device=mask.device)[None, :] < (lengths - 1)[:, None]
+
+
+def mask_share(mask: Tensor, lengths: Tensor) -> float:
+    """The share of a batch's real predicted positions that are policy tokens (the loss's mask); the
+    rest are prompt and observation tokens.   mask [B, T], lengths [B] (Batch.lengths) -> float"""
+    real = real_positions(mask, lengths)
+    return float(((mask > 0) & real).sum() / real.sum().clamp_min(1))
+
+
+def observation_positions(mask: Tensor, lengths: Tensor) -> Tensor:
+    """[B, T] bool: real predicted positions that are not policy tokens (the prompt and observations)."""
+    return real_positions(mask, lengths) & (mask <= 0)
+
+
+# --------------------------------------------------------------------------------------------------
 # Entropy and DAPO overlong penalty.
 
 

@@ -15,7 +15,8 @@ import torch
 
 from bugfix_rl.algo.data_parallel import SingleProcess
 from bugfix_rl.algo.objective import (AGGREGATIONS, KL_ESTIMATORS, RATIOS, aggregate, entropy_from_logits,
-                                      ppo_clip_loss, truncated_is_weights)
+                                      kl_sampler_proximal, mask_share, observation_positions, ppo_clip_loss,
+                                      trajectory_gap_kept, truncated_is_weights)
 from bugfix_rl.algo.packing import packed_logits
 from bugfix_rl.rollout.trajectory import Batch
 
@@ -101,6 +102,9 @@ def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None
     stats["entropy"] = float((out.entropy.detach() * mask).sum() / n_tokens)
     gap = (out.logp.detach() - mb.old_logp).abs() * mask
     stats["logp_gap_tokens"] = gap[mask > 0]  # [policy tokens] (a tensor: policy_update pops it)
+    stats["logp_diff_tokens"] = (out.logp.detach() - mb.old_logp)[mask > 0]  # [policy tokens] log pi - log old, signed
+    if not hasattr(model, "token_logprobs"):  # a chat model computes its entropy at the policy tokens only
+        stats["obs_entropy_tokens"] = out.entropy.detach()[observation_positions(mask, mb.lengths())]
     stats["log_ratio_tokens"] = log_ratio.detach()[mask > 0].abs()  # [policy tokens] |log pi_theta / pi_old|
     stats["tokens"] = float(mask.sum())
     return loss, stats
@@ -130,21 +134,35 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
     before this step, pi_old, anchor the ratio pi_theta / pi_old that PPO clips, and the clipped term
     is weighted by min(pi_old / mu, C); both are computed once per step, before any update.
 
+    With max_traj_gap (design review question 17) the trainer's log-probs pi_prox before this step are
+    computed too, and every episode whose largest |log pi_prox - log mu| at a policy token exceeds the
+    bound leaves the loss (its policy tokens masked; `gap_filtered` counts them). Every step logs
+    kl_mu_prox, KL(mu || pi_prox) per policy token (q16; over the whole batch when pi_prox was computed,
+    else over the first minibatch, before any parameter moved), mask_share (policy tokens / real
+    positions) and obs_entropy (the policy's entropy at prompt and observation positions; None for a
+    chat model, which computes entropies at policy tokens only) (q28).
+
     parallel (algo/data_parallel.py): which rows of each minibatch this process trains on and how its
     gradients meet the other ranks'; `model` is then the module it wraps (DDP) or shards (FSDP2).
     """
     params = [p for p in model.parameters() if p.requires_grad]
     sums: dict[str, float] = {}
     token_total = 0.0
-    grad_norms, first_gaps, log_ratios = [], [], []
-    is_weights, tis_metrics = None, {}
-    if algo.tis_cap is not None:
+    grad_norms, first_gaps, log_ratios, first_diffs, obs_entropies = [], [], [], [], []
+    is_weights, tis_metrics, prox = None, {"mask_share": mask_share(batch.mask, batch.lengths())}, None
+    if algo.tis_cap is not None or algo.max_traj_gap is not None:
         with torch.no_grad():
             prox = batch_logprobs(model, batch, algo).logp  # [B, T-1] pi_old
-        is_weights, truncated = truncated_is_weights(prox, batch.old_logp, batch.mask, algo.tis_cap, algo.tis_level)
-        tis_metrics["tis_truncated_frac"] = truncated
         # sampler vs trainer, as without TIS; every rank computed it over the whole batch: count it once
         first_gaps = [(prox - batch.old_logp).abs()[batch.mask > 0]] if parallel.rank == 0 else []
+        first_diffs = [(prox - batch.old_logp)[batch.mask > 0]] if parallel.rank == 0 else []
+    if algo.max_traj_gap is not None:
+        kept = trajectory_gap_kept(prox, batch.old_logp, batch.mask, algo.max_traj_gap)  # [B]
+        tis_metrics["gap_filtered"] = int((~kept & (batch.mask > 0).any(1)).sum())
+        batch = dataclasses.replace(batch, mask=batch.mask * kept[:, None])  # the caller's mask stays as it was
+    if algo.tis_cap is not None:
+        is_weights, truncated = truncated_is_weights(prox, batch.old_logp, batch.mask, algo.tis_cap, algo.tis_level)
+        tis_metrics["tis_truncated_frac"] = truncated
         batch = dataclasses.replace(batch, old_logp=prox)  # a new Batch: the caller's old_logp stay mu
     skipped_steps: list[bool] = []  # per optimizer step: skipped for a non-finite loss or gradient norm
     loss_skips = 0  # of those, the steps whose loss (some objective term) was not finite
@@ -176,9 +194,13 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
                     if part.dummy:  # a row at weight 0, run only to keep the ranks' collectives in step
                         continue
                     gaps = stats.pop("logp_gap_tokens", None)
+                    diffs = stats.pop("logp_diff_tokens", None)
                     log_ratios.append(stats.pop("log_ratio_tokens"))
-                    if not skipped_steps and gaps is not None and is_weights is None:  # first minibatch: nothing moved yet
+                    if "obs_entropy_tokens" in stats:
+                        obs_entropies.append(stats.pop("obs_entropy_tokens"))
+                    if not skipped_steps and gaps is not None and prox is None:  # first minibatch: nothing moved yet
                         first_gaps.append(gaps)
+                        first_diffs.append(diffs)
                     tokens = stats.pop("tokens")
                     for key, value in stats.items():  # token-weighted sums
                         sums[key] = sums.get(key, 0.0) + value * tokens
@@ -194,7 +216,8 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
                 grad_norms.append(grad_norm)
             skipped_steps.append(not finite)
             loss_skips += not finite_loss
-    sums, token_total, (first_gaps, log_ratios) = parallel.gather_stats(sums, token_total, [first_gaps, log_ratios])
+    sums, token_total, (first_gaps, log_ratios, first_diffs, obs_entropies) = parallel.gather_stats(
+        sums, token_total, [first_gaps, log_ratios, first_diffs, obs_entropies])
     metrics = {k: v / max(token_total, 1.0) for k, v in sums.items()}
     metrics.update(tis_metrics)
     metrics["grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else float("nan")
@@ -202,6 +225,9 @@ def policy_update(model, optimizer, batch: Batch, algo, generator: torch.Generat
     metrics["nonfinite_loss_skips"] = float(loss_skips)
     metrics["skipped_steps"] = skipped_steps  # a list: the trainer pops it to count skips in a row
     metrics.update(gap_summary(first_gaps))
+    metrics["kl_mu_prox"] = kl_sampler_proximal(torch.cat(first_diffs)) if first_diffs else 0.0
+    observed = torch.cat(obs_entropies) if obs_entropies else torch.zeros(0)
+    metrics["obs_entropy"] = float(observed.mean()) if len(observed) else None
     metrics.update(log_ratio_summary(log_ratios))
     return metrics
 
