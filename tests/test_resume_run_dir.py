@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -17,23 +16,31 @@ from bugfix_rl.inputs import resume_checkpoint
 SMOKE = ("+exp=smoke", "eval.ckpt_every=1", "threads=1", "preflight=false")
 
 
-def _train(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "bugfix_rl.cli", "train", *SMOKE, *args], capture_output=True,
-                            text=True, timeout=600, cwd=cwd)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result
+def _train(cwd: Path, capfd, *args: str):
+    """`bugfix-rl train <SMOKE> <args>` run from `cwd` through the CLI's own main in this process (a
+    fresh interpreter would add its imports to each of the three runs): its captured (out, err)."""
+    from bugfix_rl import cli
+
+    threads = torch.get_num_threads()
+    capfd.readouterr()
+    try:
+        with contextlib.chdir(cwd):
+            cli.main(["train", *SMOKE, *args])
+    finally:
+        torch.set_num_threads(threads)
+    return capfd.readouterr()
 
 
-def test_resume_from_a_run_dir_equals_resume_from_its_last_checkpoint(tmp_path):
+def test_resume_from_a_run_dir_equals_resume_from_its_last_checkpoint(tmp_path, capfd):
     origin = tmp_path / "origin"
-    _train(tmp_path, "steps=2", f"hydra.run.dir={origin}")
+    _train(tmp_path, capfd, "steps=2", f"hydra.run.dir={origin}")
     last = origin / "checkpoints" / "step_002.safetensors"
 
-    from_dir = _train(tmp_path, "steps=3", f"resume={origin}")  # the default run dir, under tmp_path/outputs
-    assert f"resume={origin} is a run dir: resuming from its last checkpoint {last}" in from_dir.stderr
+    from_dir = _train(tmp_path, capfd, "steps=3", f"resume={origin}")  # the default run dir, under tmp_path/outputs
+    assert f"resume={origin} is a run dir: resuming from its last checkpoint {last}" in from_dir.err
     (dir_run,) = (tmp_path / "outputs" / "smoke").glob("*_seed0_from_origin_step_002")  # named after the file
     from_file = tmp_path / "from_file"
-    _train(tmp_path, "steps=3", f"resume={last}", f"hydra.run.dir={from_file}")
+    _train(tmp_path, capfd, "steps=3", f"resume={last}", f"hydra.run.dir={from_file}")
 
     by_dir = load_file(dir_run / "checkpoints" / "step_003.safetensors")
     by_file = load_file(from_file / "checkpoints" / "step_003.safetensors")
