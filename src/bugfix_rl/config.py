@@ -48,6 +48,8 @@ class EnvConfig:
     reward: str = "hidden"  # hidden: all hidden tests pass; public: all public pass (hackable); partial; mixed
     partial_alpha: float = 0.1  # reward=mixed: 1[all hidden pass] + partial_alpha * fraction passed
     flaky_rate: float = 0.0  # each test outcome behind the reward flips with this probability
+    reward_flip_rate: float = 0.0  # each grading's verdict (hidden/public reward) flips with this probability (regrade.py)
+    grade_reruns: int = 1  # grade the final state this many times (odd), each with fresh flips; the reward is the majority (regrade.py)
     step_penalty: float = 0.0  # subtracted from the reward per turn
     truncation: str = "zero"  # an episode that ends unsubmitted: zero (paid 0) | grade (final code graded)
     leak_canary: bool = True  # hidden-only test input in an observation: edit menu stops the run; tools: episode pays 0
@@ -545,6 +547,11 @@ def validate(cfg) -> None:
         raise ConfigError(f"env.generated_tasks={cfg.env.generated_tasks} must be >= 0 (0 = the book's 20 tasks only)")
     if not (0 <= cfg.env.flaky_rate <= 0.5 and 0 <= cfg.env.step_penalty < math.inf and 0 <= cfg.env.partial_alpha < math.inf):
         raise ConfigError("env.flaky_rate must lie in [0, 0.5]; env.step_penalty and env.partial_alpha must be >= 0")
+    if not (0 <= cfg.env.reward_flip_rate <= 0.5 and cfg.env.grade_reruns >= 1 and cfg.env.grade_reruns % 2 == 1):
+        raise ConfigError("env.reward_flip_rate must lie in [0, 0.5] and env.grade_reruns be odd and >= 1 (a majority, no tie)")
+    if (cfg.env.reward_flip_rate > 0 or cfg.env.grade_reruns > 1) and cfg.env.reward not in ("hidden", "public"):
+        raise ConfigError(f"env.reward_flip_rate and env.grade_reruns flip or vote on a pass/fail verdict: they need "
+                          f"env.reward=hidden or public, not {cfg.env.reward}")
     stop = cfg.stop
     if stop.patience < 0 or stop.zero_adv_window < 0 or stop.min_delta < 0:
         raise ConfigError("stop.patience, stop.zero_adv_window and stop.min_delta must be >= 0 (0 = off)")

@@ -5,15 +5,21 @@ from __future__ import annotations
 from typing import Callable
 
 from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
+from bugfix_rl.regrade import Regrade, regraded_env_class
 from bugfix_rl.registry import Registry
 
 
 def _edit_menu(env_cfg):
+    env_class = EditMenuEnv
+    regrade = regrade_of(env_cfg)
+    if regrade.active:  # env.reward_flip_rate / env.grade_reruns (regrade.py); off: the gym's class itself
+        env_class = regraded_env_class(EditMenuEnv)
+        env_class.regrade = regrade
     config = EditMenuConfig(max_turns=env_cfg.max_turns, max_edits=env_cfg.max_edits, rename=env_cfg.rename,
                             reward=env_cfg.reward, partial_alpha=env_cfg.partial_alpha, flaky_rate=env_cfg.flaky_rate,
                             step_penalty=env_cfg.step_penalty, truncation=env_cfg.truncation,
                             leak_canary=env_cfg.leak_canary)
-    return (lambda task, name: EditMenuEnv(task, config, name)), (lambda: None)
+    return (lambda task, name: env_class(task, config, name)), (lambda: None)
 
 
 def _tools(env_cfg):
@@ -22,7 +28,32 @@ def _tools(env_cfg):
     make_env, close = make_tools_env_factory(env_cfg)
     if env_cfg.infra_fault_rate > 0:  # a test hook: the RL base's own env (built in gym) never gets it
         make_env.sandbox.inject_grading_faults(env_cfg.infra_fault_rate)
+    regrade = regrade_of(env_cfg)
+    if regrade.active:  # env.reward_flip_rate / env.grade_reruns (regrade.py)
+        inner = make_env
+
+        def make_env(task, name):
+            env = inner(task, name)
+            env.__class__ = _regraded_class(type(env), regrade)  # the same object, its reward regraded
+            return env
+
+        make_env.sandbox = inner.sandbox
     return make_env, close
+
+
+_REGRADED: dict = {}
+
+
+def _regraded_class(env_class: type, regrade):
+    key = (env_class, regrade)
+    if key not in _REGRADED:
+        _REGRADED[key] = regraded_env_class(env_class)
+        _REGRADED[key].regrade = regrade
+    return _REGRADED[key]
+
+
+def regrade_of(env_cfg):
+    return Regrade(getattr(env_cfg, "reward_flip_rate", 0.0), getattr(env_cfg, "grade_reruns", 1))
 
 
 ENVS: dict[str, Callable] = Registry("env", {"edit_menu": _edit_menu, "tools": _tools})

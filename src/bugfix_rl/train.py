@@ -40,6 +40,7 @@ from bugfix_rl.rollout.replay import replay_caveats, schedule_from_record, sched
 from bugfix_rl.rollout.trajectory import collate
 from bugfix_rl.alarms import malformed_alarm, malformed_alarm_line, mismatch_alarm, mismatch_alarm_line
 from bugfix_rl.canaries import canary_metrics, sample_canaries
+from bugfix_rl.regrade import grading_metrics
 from bugfix_rl.stopping import collapse_alarm, stop_reason
 from bugfix_rl.viewer import pick_episodes, write_run_page
 
@@ -125,6 +126,8 @@ class Trainer:
         extra.update(time_sample=t1 - t0, time_update=t2 - t1 - t_canary)
         if canaries:
             extra.update(canary_metrics(canaries), time_canary=t_canary)
+        if self.cfg.env.grade_reruns > 1:  # regrade.py: how often the k gradings agreed, per-test flakiness
+            extra.update(grading_metrics(rollouts.kept))
         return dashboard_row(step, rollouts, metrics, extra)
 
     def scheduled_batches(self) -> dict[int, list]:
