@@ -338,7 +338,7 @@ def leaks(storm: Storm, uids=None, grace_s: float = 2.0, wait_for_zombies: bool 
 def lifecycle(jobs: int, workers: int, seconds: float, kill_every_s: float) -> None:
     with Sandbox(SandboxConfig(workers=workers)) as sandbox:
         print(f"sandbox layers active: {', '.join(name for name, on in sandbox.layers.items() if on)}")
-        print(f"latency per job, one at a time ({workers} workers idle but one), ms:")
+        print(f"latency per job, one job at a time on {workers} workers, ms:")
         print(f"{'workload':10s} {'jobs':>6s} {'p50':>7s} {'p99':>7s} {'max':>7s}")
         for kind in ("grade", "tests"):
             times = latencies(sandbox, kind, jobs)

@@ -5,22 +5,25 @@ and this package's stdlib-only modules, nothing else. It sets up the shared laye
 setup_server), forks its zygote, proves the layers with a self-test child, then serves jobs read
 from the parent pipe:
 
-    server -> zygote: the pid of the last job's child to reap + the next child's three pipe ends
-                      (SCM_RIGHTS); no job data
-    zygote -> child:  fork (a spare, ready before the next request arrives); the child blocks on
-                      reading its job from its own pipe, then: setsid, fds 0-4 only,
-                      run dir from the job's files, rlimits, own uid, Landlock, seccomp, then `R` on
-                      fd 3, then runner.run (model code) -> one report on fd 3 -> _exit; if a step
+    parent -> server: wire.JOB_HEADER (wall limit, grading or not) + the job as marshal bytes, which
+                      the server passes to the child unread
+    zygote:           once: every job-independent step (rlimits but CPU, no_new_privs, HOME, std
+                      streams, /dev/null, an index of sys.modules); then, forever: fork a child on
+                      three new pipes, send the server its pid, a pidfd and the server's pipe ends
+                      (SCM_RIGHTS), wait for it, send its wait status. It receives nothing.
+    child:            blocks on reading its job from its own pipe, then: setsid, fds 0-4 only,
+                      run dir from the job's files, RLIMIT_CPU, own uid, Landlock, seccomp, then `R`
+                      on fd 3, then runner.run (model code) -> one report on fd 3 -> _exit; if a step
                       before model code fails: `E` + the error on fd 3 -> _exit
-    server:           writes the job into the child's pipe, selects on the child's pidfd and pipes
-                      until exit or the wall deadline (then SIGKILL), has the zygote reap it (and fork
-                      the next spare), empties the scratch dir, replies to the parent.
+    server:           writes the job into the child's pipe, waits for the zygote's status message
+                      (and reads the child's pipes) until the wall deadline (then SIGKILL through the
+                      pidfd), empties the scratch dir, replies (wire.REPLY_HEADER + raw bytes).
 
 Why a zygote: a job forked from the server would inherit the server's heap, and with it the freed
 remnants of every earlier request (other rollouts' sources, the inputs sent to grading), which model
 code can find by scanning its own address space. The zygote is forked before the first request and
-never receives one: it reads only fork/reap commands and file descriptors. So every job starts from
-memory that never held another job's data, whichever kind (grading or test run) each job is.
+never receives anything: it only forks, sends and reaps. So every job starts from memory that never
+held another job's data, whichever kind (grading or test run) each job is.
 
 Nothing the child prints or reports is interpreted here: it is capped and passed to the parent,
 which validates it. The one exception is the first byte on fd 3, which the child writes before any
@@ -94,7 +97,7 @@ def main(worker_index: int) -> None:
 
 _CHILD = struct.Struct(">q")  # zygote -> server: a new child's pid, with its pidfd and the server's ends of its pipes
 _STATUS = struct.Struct(">xq")  # zygote -> server: that child's wait status, once it has exited and been reaped
-FIRST_WAIT_S = 0.01  # a job that exits sooner is collected with one wakeup of the server (see _wait)
+FIRST_WAIT_S = 0.025  # a job that exits sooner (most gradings, even on a busy machine) wakes the server once (_wait)
 
 
 @dataclasses.dataclass
