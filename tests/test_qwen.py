@@ -110,6 +110,76 @@ def test_generation_in_chunks_keeps_the_token_path(tiny_qwen):
     assert float((logp - batch.old_logp).abs()[batch.mask > 0].max()) < 1e-5
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["static", "static_compiled_packed_gqa"])
+def test_static_cache_sampler_keeps_the_token_path(tiny_qwen, tiny_qwen_dir, compiled):
+    """policy.generation_cache=static (and the compiled decode step with sdpa_packed_gqa; on CPU compile only
+    traces it, fullgraph, so a graph break fails here): 4 episodes in chunks of 3 (padded to 4 rows) and 1,
+    the same episodes as the DynamicCache path from the same generator, and the trainer recomputes the
+    sampled log-probs. The compiled step's speed is a GPU matter (docs/PERFORMANCE.md), not tested here."""
+    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+
+    policy, _ = tiny_qwen
+    chunked = copy.copy(policy.cfg)
+    chunked.generation_batch = 3
+    original, policy.cfg = policy.cfg, chunked
+    try:
+        reference = edit_menu_episodes(policy, per_task=2)
+    finally:
+        policy.cfg = original
+    overrides = {"policy.generation_batch": 3, "policy.generation_cache": "static"}
+    if compiled:
+        overrides.update({"policy.compile_decode": True, "policy.attn_implementation": "sdpa_packed_gqa"})
+    cfg = qwen_config(tiny_qwen_dir, **overrides)
+    tokenizer = build_tokenizer_for(cfg)
+    static = build_policy(cfg.policy, tokenizer)
+    episodes = edit_menu_episodes(static, per_task=2)
+    decoder = static.decoder()
+    assert decoder is not None and decoder.compiled == compiled
+    assert 4 in {rows for rows, _ in decoder.caches}  # 3 episodes padded to 4 rows
+    assert [t.ids for t in episodes] == [t.ids for t in reference]
+    assert max(abs(a - b) for x, y in zip(episodes, reference) for a, b in zip(x.sampler_logp, y.sampler_logp)) < 1e-5
+    batch = collate(episodes, tokenizer.pad_id)
+    with torch.no_grad():
+        logp = token_logprobs(static, batch.ids, 1.0, mask=batch.mask).logp
+    assert float((logp - batch.old_logp).abs()[batch.mask > 0].max()) < 1e-5
+    assert all(static.structural_policy_mask(t) == t.policy_mask for t in episodes)
+    assert copy.deepcopy(static)._decoder is None  # a copy builds its own buffers
+
+
+def test_packed_gqa_attention_equals_repeated_kv_heads():
+    """sdpa_packed_gqa on a one-token query (4 heads over 2 kv heads, a padding mask) equals plain attention
+    with each kv head repeated for its query heads; longer queries go to HF's sdpa unchanged."""
+    from transformers.integrations.sdpa_attention import repeat_kv
+
+    from bugfix_rl.policy.qwen3 import sdpa_packed_gqa
+
+    generator = torch.Generator().manual_seed(0)
+    module = torch.nn.Module()
+    module.num_key_value_groups, module.is_causal = 2, True
+    query = torch.randn(3, 4, 1, 8, generator=generator)
+    key, value = torch.randn(3, 2, 10, 8, generator=generator), torch.randn(3, 2, 10, 8, generator=generator)
+    mask = torch.ones(3, 1, 1, 10, dtype=torch.bool)
+    mask[0, ..., :4] = mask[2, ..., 7:] = False
+    out, _ = sdpa_packed_gqa(module, query, key, value, mask, scaling=0.3)
+    expected = torch.nn.functional.scaled_dot_product_attention(query, repeat_kv(key, 2), repeat_kv(value, 2),
+                                                                attn_mask=mask, scale=0.3).transpose(1, 2)
+    assert out.shape == (3, 1, 4, 8) and torch.allclose(out, expected, atol=1e-6)
+    long_query = torch.randn(3, 4, 5, 8, generator=generator)
+    out, _ = sdpa_packed_gqa(module, long_query, key, value, None, scaling=0.3)
+    assert out.shape == (3, 5, 4, 8)
+
+
+def test_compile_decode_needs_the_static_cache():
+    from bugfix_rl.config import ConfigError, TrainConfig, validate
+
+    cfg = TrainConfig()
+    cfg.policy.compile_decode = True
+    with pytest.raises(ConfigError, match="generation_cache=static"):
+        validate(cfg)
+    cfg.policy.generation_cache = "static"
+    validate(cfg)
+
+
 # ---------------------------------------------------------------- (3) frugal update = plain update
 
 
@@ -235,6 +305,32 @@ def test_device_script_runs_tiny_on_cpu(tmp_path):
         step = env["steps"][0]
         assert step["generation_s"] > 0 and step["update_s"] > 0 and step["logp_gap_p99"] < 1e-4
         assert "peak_gpu_gb" in env
+
+
+def test_device_script_runs_the_tools_lab_tiny_on_cpu(tmp_path):
+    """--lab tools --tiny: the tools-lab preset's code path (bf16, one generation batch per turn, the static
+    cache, the compiled decode step traced on CPU, the packed-GQA attention, then the plain sampler) on the
+    tiny Qwen3. Its timings mean nothing on a CPU; the fields are what the GPU run reports."""
+    out = tmp_path / "lab.json"
+    result = subprocess.run([sys.executable, "scripts/qwen_device_run.py", "--lab", "tools", "--tiny", "--steps", "2",
+                             "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["lab"] == "tools" and report["dtype"] == "bfloat16" and report["gradient_checkpointing"]
+    fast, eager = report["envs"]
+    assert fast["env"] == eager["env"] == "tools" and fast["max_new_tokens"] == 12
+    assert fast["sampler"] == {"label": "fast", "generation_batch": 64, "generation_cache": "static",
+                               "compile_decode": True, "attn_implementation": "sdpa_packed_gqa"}
+    assert "compile_error" not in fast
+    assert eager["sampler"]["generation_cache"] == "dynamic" and not eager["sampler"]["compile_decode"]
+    assert len(fast["steps"]) == 2 and len(eager["steps"]) == 1
+    for step in fast["steps"] + eager["steps"]:
+        assert step["generation_s"] > 0 and step["update_s"] > 0 and step["sampled_positions"] > 0
+        assert step["logp_gap_p99"] < 1e-2  # bf16
+    summary = report["summary"]
+    assert summary["fast"]["steps"] == 2 and summary["eager"]["steps"] == 1 and "steady_step_s" in fast
+    assert summary["book_s_per_step"] == pytest.approx(66.7, abs=0.1) and summary["aim_s_per_step"] == 15.0
+    assert "peak_gpu_gb" in fast and summary["eager_over_fast_generation"] > 0
 
 
 # ---------------------------------------------------------------- (5) on a CUDA device (make test-gpu)

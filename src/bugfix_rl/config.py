@@ -148,6 +148,9 @@ class PolicyConfig:
     gradient_checkpointing: bool = False  # qwen3
     max_new_tokens: int = 128  # qwen3: tokens per assistant turn
     generation_batch: int = 64  # qwen3: episodes per batched generation (bounds KV-cache memory); 0 = all
+    generation_cache: str = "dynamic"  # qwen3: sampler KV cache: dynamic (grows per token) | static (preallocated, fixed shapes; docs/QWEN.md)
+    compile_decode: bool = False  # qwen3: torch.compile the static cache's one-token step (CUDA graphs on a GPU; CPU: traced only); not yet run on a GPU
+    attn_implementation: str = ""  # qwen3: HF attention kernels (sdpa | eager | sdpa_packed_gqa | flash_attention_2 if installed); "" = transformers' default
 
 
 @dataclass
@@ -449,6 +452,7 @@ CHOICES = {
     "env.truncation": ("zero", "grade"),
     "policy.name": ("tiny", "qwen3"),
     "policy.dtype": ("float32", "bfloat16"),
+    "policy.generation_cache": ("dynamic", "static"),  # rollout/chat_sampler.py: GENERATION_CACHES
     "algo.adv_mode": ("grpo", "dr_grpo", "rloo", "reinforce_pp"),
     "algo.ratio_level": ("token", "sequence"),
     "algo.loss_mode": ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "norm_const"),
@@ -511,6 +515,8 @@ def validate(cfg) -> None:
     for switch in ("copy_edit_align", "copy_edit_resume"):
         if getattr(cfg.policy, switch) and not (cfg.policy.copy_head and cfg.env.name == "tools"):
             raise ConfigError(f"policy.{switch} needs policy.copy_head=true and env=tools (it reads Edit's old/new)")
+    if cfg.policy.compile_decode and cfg.policy.generation_cache != "static":
+        raise ConfigError("policy.compile_decode needs policy.generation_cache=static (fixed shapes to compile)")
     for switch in ("copy_resume_cut", "copy_resume_next"):
         if getattr(cfg.policy, switch) and not cfg.policy.copy_edit_resume:
             raise ConfigError(f"policy.{switch} needs policy.copy_edit_resume=true (it reads the copy pointer)")

@@ -25,7 +25,7 @@ import torch.nn as nn
 from bugfix_rl.algo.objective import entropy_from_logits
 from bugfix_rl.checkpoint import CheckpointError
 from bugfix_rl.policy.chat_template import ChatTokenPath, check_token_path
-from bugfix_rl.rollout.chat_sampler import sample_chat_episodes
+from bugfix_rl.rollout.chat_sampler import StaticDecoder, sample_chat_episodes
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -93,14 +93,52 @@ def load_chat_tokenizer(policy_cfg) -> ChatTokenizer:
     return ChatTokenizer(hf)
 
 
+PACKED_GQA = "sdpa_packed_gqa"
+
+
+def sdpa_packed_gqa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+    """HF's SDPA attention, except that a one-token query with grouped kv heads always runs on the kv heads.
+
+    transformers 5.x does this (`pack_gqa`) only outside torch.compile; compiled, it repeats the kv heads
+    (`repeat_kv`), which copies the whole cache at every decode step. Here the query's heads of one kv
+    group become that group's query rows: [B, H, 1, D] -> [B, H_kv, H/H_kv, D], the mask [B, 1, 1, S]
+    broadcasts over them, and the cache is read once, the arithmetic of the eager path. Anything else
+    (prefill, the trainer's pass) goes to HF's sdpa_attention_forward unchanged."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    if query.shape[2] != 1 or groups == 1 or (attention_mask is not None and attention_mask.shape[1] != 1):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
+    batch, heads, _, dim = query.shape
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query.reshape(batch, heads // groups, groups, dim), key, value, attn_mask=attention_mask, scale=scaling)
+    return out.reshape(batch, heads, 1, value.shape[-1]).transpose(1, 2).contiguous(), None
+
+
+def register_attention() -> None:
+    """Make `sdpa_packed_gqa` an attn_implementation (with the sdpa masks), once per process."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface, sdpa_mask
+
+    if PACKED_GQA not in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping:
+        AttentionInterface.register(PACKED_GQA, sdpa_packed_gqa)
+        AttentionMaskInterface.register(PACKED_GQA, sdpa_mask)
+
+
 def load_causal_lm(policy_cfg):
     import transformers
     from transformers import AutoModelForCausalLM
 
     dtype_key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+    extra = {}
+    if getattr(policy_cfg, "attn_implementation", ""):
+        if policy_cfg.attn_implementation == PACKED_GQA:
+            register_attention()
+        extra["attn_implementation"] = policy_cfg.attn_implementation
     try:
         lm = AutoModelForCausalLM.from_pretrained(policy_cfg.model, local_files_only=not policy_cfg.allow_download,
-                                                  **{dtype_key: DTYPES[policy_cfg.dtype]})
+                                                  **{dtype_key: DTYPES[policy_cfg.dtype]}, **extra)
     except (OSError, ValueError) as error:
         raise _missing(policy_cfg, error) from None
     return lm.to("cuda" if torch.cuda.is_available() else "cpu")
@@ -159,6 +197,7 @@ class QwenPolicy(nn.Module):
                 lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             lm.config.use_cache = False  # the sampler asks for its cache explicitly
         lm.train()  # dropout is 0 in Qwen3; train mode is what turns gradient checkpointing on
+        self._decoder = None  # policy.generation_cache=static: built at the first sampling (decoder())
 
     @property
     def device(self) -> torch.device:
@@ -182,9 +221,21 @@ class QwenPolicy(nn.Module):
         self.lm.eval()  # HF turns the cache off under gradient checkpointing in train mode
         try:
             return sample_chat_episodes(self.lm, self.path, envs, groups, temperature, generator,
-                                        self.cfg.max_new_tokens, self.cfg.max_len, self.cfg.generation_batch)
+                                        self.cfg.max_new_tokens, self.cfg.max_len, self.cfg.generation_batch,
+                                        self.decoder())
         finally:
             self.lm.train(was_training)
+
+    def decoder(self) -> StaticDecoder | None:
+        """The sampler's StaticDecoder under policy.generation_cache=static (kept across steps: its buffers
+        and compiled step are reused), else None (a DynamicCache per turn)."""
+        if getattr(self.cfg, "generation_cache", "dynamic") != "static":
+            return None
+        compile_step = bool(getattr(self.cfg, "compile_decode", False))
+        decoder = getattr(self, "_decoder", None)
+        if decoder is None or decoder.lm is not self.lm or decoder.compiled != compile_step:
+            decoder = self._decoder = StaticDecoder(self.lm, compile_step)
+        return decoder
 
     def token_logprobs(self, ids: torch.Tensor, temperature: float, mask: torch.Tensor | None = None,
                        with_entropy_grad: bool = False):
