@@ -75,3 +75,34 @@ def test_one_object_passed_twice_arrives_as_two(sandbox):
     shared = [1]
     result = sandbox.call_function({"m.py": ECHO}, "m", "first_after_mutating_second", [(shared, shared)])
     assert result.outputs == [("value", [1])] and shared == [1]
+
+
+def _verdict(program, number: int, arch: int = 0xC000003E, first_arg: int = 0) -> int:
+    """What the classic-BPF seccomp program returns for one syscall (its loads, jumps and returns)."""
+    data, at, accumulator = {0: number, 4: arch, 16: first_arg}, 0, 0
+    while True:
+        code, jump_true, jump_false, k = program[at]
+        if code == 0x20:
+            accumulator, at = data[k], at + 1
+        elif code == 0x06:
+            return k
+        else:
+            taken = {0x15: accumulator == k, 0x25: accumulator > k, 0x35: accumulator >= k}[code]
+            at += 1 + (jump_true if taken else jump_false)
+
+
+def test_the_merged_seccomp_program_denies_exactly_the_listed_calls():
+    """The filter checks runs of consecutive numbers (issue 40: shorter to compile per job); every
+    syscall number must still get the verdict the lists in hardening.py give it."""
+    from bugfix_rl.sandbox import hardening
+
+    program = hardening.seccomp_instructions()
+    eperm, enosys, allow, kill = 0x50000 | 1, 0x50000 | 38, 0x7FFF0000, 0x80000000
+    denied = {hardening._SYSCALL[name] for name in hardening._DENIED}
+    ipc = {n for first, last in hardening.IPC_SYSCALL_RANGES for n in range(first, last + 1)}
+    for number in range(600):
+        expected = eperm if number in denied | ipc else enosys if number == 435 else allow
+        assert _verdict(program, number) == expected, number
+    assert _verdict(program, 157, first_arg=1) == eperm and _verdict(program, 157, first_arg=15) == allow  # prctl
+    assert _verdict(program, 0x40000000 + 1) == kill and _verdict(program, 1, arch=0x40000003) == kill
+    assert all(max(jt, jf) < 256 for _, jt, jf, _ in program) and len(program) < 70
