@@ -134,10 +134,13 @@ def load_sandbox_package(checkout: str):
 
 
 def side_by_side(checkout: str, jobs: int, workers: int, repeats: int) -> dict[str, dict[str, float]]:
-    """Best runs/s of both sandboxes on both workloads, rounds interleaved: {design: {workload: rate}}."""
+    """Best runs/s of both sandboxes on both workloads, rounds interleaved: {design: {workload: rate}};
+    best["round_ratios"][workload] holds each round's this/baseline ratio (the rounds are adjacent in
+    time, so a change in the machine's load moves both rates of a round alike)."""
     baseline = load_sandbox_package(checkout)
     files = {"share.py": SOURCE, "test_share.py": TESTS}
-    best = {"this": {"grade": 0.0, "tests": 0.0}, "baseline": {"grade": 0.0, "tests": 0.0}}
+    best = {"this": {"grade": 0.0, "tests": 0.0}, "baseline": {"grade": 0.0, "tests": 0.0},
+            "round_ratios": {"grade": [], "tests": []}}
     with Sandbox(SandboxConfig(workers=workers)) as ours, \
             baseline.Sandbox(baseline.SandboxConfig(workers=workers)) as theirs, ThreadPoolExecutor(workers) as pool:
         runs = {}
@@ -147,10 +150,14 @@ def side_by_side(checkout: str, jobs: int, workers: int, repeats: int) -> dict[s
         for run in runs.values():  # warm-up, and both must work
             assert all(r.status == "ok" for r in pool.map(lambda _: run(), range(2 * workers)))
         for _ in range(repeats):
+            rates = {}
             for (design, workload), run in runs.items():
                 started = time.perf_counter()
                 list(pool.map(lambda _: run(), range(jobs)))
-                best[design][workload] = max(best[design][workload], jobs / (time.perf_counter() - started))
+                rates[design, workload] = jobs / (time.perf_counter() - started)
+                best[design][workload] = max(best[design][workload], rates[design, workload])
+            for workload in ("grade", "tests"):
+                best["round_ratios"][workload].append(rates["this", workload] / rates["baseline", workload])
         layers = ", ".join(name for name, on in ours.layers.items() if on), \
             ", ".join(name for name, on in theirs.layers.items() if on)
     print(f"layers here: {layers[0]}\nlayers in {checkout}: {layers[1]}")
@@ -427,10 +434,13 @@ def main() -> None:
     if args.against:
         with checkout_of(args.against) as checkout:
             best = side_by_side(checkout, args.jobs, args.workers, args.repeats)
-        print(f"{'workload':10s} {'this checkout runs/s':>21s} {'baseline runs/s':>16s} {'ratio':>7s}")
+        print(f"{'workload':10s} {'this checkout runs/s':>21s} {'baseline runs/s':>16s} {'ratio':>7s} "
+              f"{'per round: median (min-max)':>28s}")
         for kind in ("grade", "tests"):
+            ratios = sorted(best["round_ratios"][kind])
             print(f"{kind:10s} {best['this'][kind]:21.0f} {best['baseline'][kind]:16.0f} "
-                  f"{best['this'][kind] / best['baseline'][kind]:6.2f}x")
+                  f"{best['this'][kind] / best['baseline'][kind]:6.2f}x "
+                  f"{ratios[len(ratios) // 2]:14.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})")
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return
     layers, sandboxed = sandbox_rates(args.jobs, args.workers, args.repeats)

@@ -190,7 +190,7 @@ class Server:
     def _child_from_pipe(self, job_read: int, result_write: int, output_write: int) -> None:
         """A fresh job child: its job is the first and only request data this process ever holds."""
         try:
-            job = marshal.loads(wire.read_raw_frame(job_read))  # written by the server, from the parent
+            job = marshal.loads(wire.read_sole_frame(job_read))  # written by the server, from the parent
             os.close(job_read)
             job["dir"] = self.run_dir
             if job["kind"] == "call":  # grading calls' output is not kept
@@ -269,13 +269,14 @@ class Server:
             wire.write_raw_frame(child.job_write, job)
         except BrokenPipeError:  # the child died before reading it; _wait reports a set-up failure
             pass
-        finally:
-            os.close(child.job_write)
         output_read = child.output_read
         if call:
             os.close(output_read)
             output_read = None
-        reply = self._wait(child.pid, pidfd, child.result_read, output_read, started + timeout_s)
+        try:
+            reply = self._wait(child.pid, pidfd, child.result_read, output_read, started + timeout_s)
+        finally:  # closed once the child is gone: closing it while the child reads makes both wait on the pipe's lock
+            os.close(child.job_write)
         reply["duration_s"] = time.monotonic() - started
         if not self.iso.layers["seccomp"]:
             self._kill_leftovers(child.pid)

@@ -185,6 +185,31 @@ def read_raw_frame(fd: int, deadline: float | None = None) -> bytes | None:
     return _read_exact(fd, size, deadline)
 
 
+def read_sole_frame(fd: int) -> bytes | None:
+    """The body of the only frame ever written to `fd` (a job child's job pipe), or None if the pipe
+    ends first. Reads as much as the pipe holds at once: two reads (header, then body) make the child
+    contend with the writer for the pipe's lock."""
+    data = os.read(fd, 1 << 16)
+    if len(data) < _HEADER.size:
+        while data and len(data) < _HEADER.size:
+            more = os.read(fd, _HEADER.size - len(data))
+            if not more:
+                return None
+            data += more
+        if len(data) < _HEADER.size:
+            return None
+    (size,) = _HEADER.unpack_from(data)
+    if size > MAX_FRAME_BYTES:
+        raise ValueError(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
+    end = _HEADER.size + size
+    if len(data) < end:
+        rest = _read_exact(fd, end - len(data), None)
+        if rest is None:
+            return None
+        data += rest
+    return data[_HEADER.size:end]
+
+
 def read_frame(fd: int, deadline: float | None = None):
     """Next JSON message from `fd`, or None at end of file. Raises TimeoutError past `deadline`."""
     data = read_raw_frame(fd, deadline)
