@@ -97,6 +97,7 @@ def main(worker_index: int) -> None:
 
 _CHILD = struct.Struct(">q")  # zygote -> server: a new child's pid, with its pidfd and the server's ends of its pipes
 _STATUS = struct.Struct(">xq")  # zygote -> server: that child's wait status, once it has exited and been reaped
+_FDS = struct.Struct("4i")  # SCM_RIGHTS data: the fds sent with a child's pid (socket.send_fds packs them alike)
 FIRST_WAIT_S = 0.025  # a job that exits sooner (most gradings, even on a busy machine) wakes the server once (_wait)
 
 
@@ -162,28 +163,39 @@ class Server:
         It receives nothing at all. The next child is forked as soon as the last one is reaped, so it
         is ready (blocked on reading its job) while the server replies to the parent; the server
         learns that a job ended from the status alone, with no round trip."""
+        pipe, fork, close, pidfd_open, waitpid = os.pipe, os.fork, os.close, os.pidfd_open, os.waitpid
+        sendmsg, send, channel_fd = channel.sendmsg, channel.send, channel.fileno()
+        rights, pack_child, pack_status, pack_fds = socket.SCM_RIGHTS, _CHILD.pack, _STATUS.pack, _FDS.pack
+        level = socket.SOL_SOCKET
+        # Plain local calls only: after each fork, every page this loop writes (a reference count, a
+        # new object) is copied for the zygote while the child lives, then write-faulted again.
         while True:
-            job_read, job_write = os.pipe()
-            result_read, result_write = os.pipe()
-            output_read, output_write = os.pipe()
-            child = os.fork()
-            if child == 0:
-                for fd in (channel.fileno(), job_write, result_read, output_read):
-                    os.close(fd)  # the job pipe must end (EOF) when the server goes; the rest is the server's
+            job_read, job_write = pipe()
+            result_read, result_write = pipe()
+            output_read, output_write = pipe()
+            child = fork()
+            if child == 0:  # the job pipe must end (EOF) when the server goes; the rest is the server's
+                close(channel_fd)
+                close(job_write)
+                close(result_read)
+                close(output_read)
                 self._child_from_pipe(job_read, result_write, output_write)
-            for fd in (job_read, result_write, output_write):
-                os.close(fd)
-            theirs = [job_write, result_read, output_read, os.pidfd_open(child)]
+            close(job_read)
+            close(result_write)
+            close(output_write)
+            pidfd = pidfd_open(child)
             try:
-                socket.send_fds(channel, [_CHILD.pack(child)], theirs)
+                sendmsg([pack_child(child)], [(level, rights, pack_fds(job_write, result_read, output_read, pidfd))])
             except OSError:
                 return  # the server is gone (this zygote dies with it anyway)
             finally:
-                for fd in theirs:
-                    os.close(fd)
-            status = os.waitpid(child, 0)[1]
+                close(job_write)
+                close(result_read)
+                close(output_read)
+                close(pidfd)
+            status = waitpid(child, 0)[1]
             try:
-                channel.send(_STATUS.pack(status))
+                send(pack_status(status))
             except OSError:
                 return
 
