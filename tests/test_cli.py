@@ -161,3 +161,23 @@ def test_help_describes_every_key_in_one_line(command):
         steps = next(f for f in dataclasses.fields(_schema_for(command)) if f.name == "steps")
         assert any(line.startswith(f"steps = {steps.default} ") and line.endswith("then the update)")
                    for line in shown.stdout.splitlines())
+
+
+def test_help_piped_into_a_reader_that_is_gone_ends_without_a_traceback():
+    """`bugfix-rl train --help | head -1`: once the reader has closed the pipe, the command stops quietly
+    with the shell's status for SIGPIPE (141), no BrokenPipeError traceback. The read end is closed
+    before the command starts, so its first write meets the closed pipe whatever the timing."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([str(Path(sys.executable).parent / "bugfix-rl"), "train", "--help"], stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
+    assert result.returncode == 141

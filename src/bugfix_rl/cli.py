@@ -43,6 +43,7 @@ NO_RUN_DIR = ("preflight", "starts", "bench")  # they write no files: Hydra make
 EXIT_FAILED = 1  # a preflight or run failure
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports when the reader of a pipe closed it
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -531,6 +532,9 @@ def console() -> None:
         status = 0
     except SystemExit as done:
         status = exit_status(done.code)
+    except BrokenPipeError:  # the reader went away (`bugfix-rl --help | head`): stop quietly, as a shell tool does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more can reach the reader
+        status = EXIT_BROKEN_PIPE
     import atexit
     import threading
 
