@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from in_process import run_cli_in_process
 
 from bugfix_rl.checkpoint import model_tensors, save_checkpoint
 from bugfix_rl.config import TrainConfig
@@ -27,28 +28,17 @@ def _one_line(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def _in_process(*args: str) -> None:
-    """`bugfix-rl <args>` through the CLI's own main in this process (no fresh interpreter's imports)."""
-    from bugfix_rl import cli
-
-    threads = torch.get_num_threads()
-    try:
-        cli.main(list(args))
-    finally:
-        torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     """A finished one-step `+exp=smoke` run: checkpoints 0 and 1, eval.json naming the chosen one."""
     run = tmp_path_factory.mktemp("smoke") / "run"
-    _in_process("train", "+exp=smoke", "steps=1", "preflight=false", "threads=1", f"hydra.run.dir={run}")
+    run_cli_in_process("train", "+exp=smoke", "steps=1", "preflight=false", "threads=1", f"hydra.run.dir={run}")
     return run
 
 
 def test_eval_of_a_run_dir_evaluates_its_chosen_checkpoint(run_dir, tmp_path):
     chosen = json.loads((run_dir / "eval.json").read_text())["chosen_step"]
-    _in_process("eval", f"ckpt={run_dir}", "n=1", "threads=1", f"out={tmp_path}/eval.json")
+    run_cli_in_process("eval", f"ckpt={run_dir}", "n=1", "threads=1", f"out={tmp_path}/eval.json")
     models = json.loads((tmp_path / "eval.json").read_text())["models"]
     assert models[0]["path"] == str(run_dir / "checkpoints" / f"step_{chosen:03d}.safetensors")
     assert models[0]["step"] == chosen

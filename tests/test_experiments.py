@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from in_process import run_cli_in_process
 
 from bugfix_rl.checkpoint import load_checkpoint
 
@@ -18,16 +19,8 @@ QUICK = ["steps=1", "threads=1", "eval.n_val=2", "eval.n_test=2", "logger.consol
 
 
 def _one_step(tmp_path: Path, *overrides: str) -> Path:
-    """`bugfix-rl train <overrides> steps=1 ...` in this process (the CLI's own main: composition, checks,
-    the run), which spares each run a fresh interpreter's imports."""
-    from bugfix_rl import cli
-
     run = tmp_path / "run"
-    threads = torch.get_num_threads()
-    try:
-        cli.main(["train", *overrides, *QUICK, f"hydra.run.dir={run}"])
-    finally:
-        torch.set_num_threads(threads)
+    run_cli_in_process("train", *overrides, *QUICK, f"hydra.run.dir={run}")
     return run
 
 

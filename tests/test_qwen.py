@@ -95,15 +95,20 @@ def test_trainer_recomputes_the_sampler_logprobs(tiny_qwen, temperature):
     assert all(policy.structural_policy_mask(t) == t.policy_mask for t in episodes)
 
 
-def test_generation_in_chunks_keeps_the_token_path(tiny_qwen):
-    policy, tokenizer = tiny_qwen
+def _episodes_in_chunks_of_3(policy, per_task: int):
+    """edit_menu_episodes generated 3 episodes per batched generation (policy.generation_batch=3)."""
     chunked = copy.copy(policy.cfg)
     chunked.generation_batch = 3
     original, policy.cfg = policy.cfg, chunked
     try:
-        episodes = edit_menu_episodes(policy, per_task=3)
+        return edit_menu_episodes(policy, per_task=per_task)
     finally:
         policy.cfg = original
+
+
+def test_generation_in_chunks_keeps_the_token_path(tiny_qwen):
+    policy, tokenizer = tiny_qwen
+    episodes = _episodes_in_chunks_of_3(policy, per_task=3)
     batch = collate(episodes, tokenizer.pad_id)
     with torch.no_grad():
         logp = token_logprobs(policy, batch.ids, 1.0, mask=batch.mask).logp
@@ -119,13 +124,7 @@ def test_static_cache_sampler_keeps_the_token_path(tiny_qwen, tiny_qwen_dir, com
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 
     policy, _ = tiny_qwen
-    chunked = copy.copy(policy.cfg)
-    chunked.generation_batch = 3
-    original, policy.cfg = policy.cfg, chunked
-    try:
-        reference = edit_menu_episodes(policy, per_task=2)
-    finally:
-        policy.cfg = original
+    reference = _episodes_in_chunks_of_3(policy, per_task=2)
     overrides = {"policy.generation_batch": 3, "policy.generation_cache": "static"}
     if compiled:
         overrides.update({"policy.compile_decode": True, "policy.attn_implementation": "sdpa_packed_gqa"})

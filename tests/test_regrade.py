@@ -7,6 +7,7 @@ import math
 from types import SimpleNamespace
 
 import pytest
+from scripted_draws import Scripted
 
 from bugfix_rl.config import ConfigError, EnvConfig, TrainConfig, validate
 from bugfix_rl.envs import make_env_factory
@@ -17,16 +18,6 @@ from bugfix_rl.regrade import (Regrade, flake_rate_from_disagreement, graded_rew
                                majority_error, pair_disagreement)
 
 TASKS = make_tasks("train")
-
-
-class Scripted:
-    """A random.Random stand-in that hands out the given draws in order."""
-
-    def __init__(self, draws):
-        self.draws = list(draws)
-
-    def random(self):
-        return self.draws.pop(0)
 
 
 def test_the_pure_pieces_by_hand():

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from in_process import run_cli_in_process
 from safetensors.torch import load_file
 
 from bugfix_rl.errors import UserError
@@ -17,17 +18,10 @@ SMOKE = ("+exp=smoke", "eval.ckpt_every=1", "threads=1", "preflight=false")
 
 
 def _train(cwd: Path, capfd, *args: str):
-    """`bugfix-rl train <SMOKE> <args>` run from `cwd` through the CLI's own main in this process (a
-    fresh interpreter would add its imports to each of the three runs): its captured (out, err)."""
-    from bugfix_rl import cli
-
-    threads = torch.get_num_threads()
+    """`bugfix-rl train <SMOKE> <args>` run from `cwd` in this process: its captured (out, err)."""
     capfd.readouterr()
-    try:
-        with contextlib.chdir(cwd):
-            cli.main(["train", *SMOKE, *args])
-    finally:
-        torch.set_num_threads(threads)
+    with contextlib.chdir(cwd):
+        run_cli_in_process("train", *SMOKE, *args)
     return capfd.readouterr()
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from scripted_draws import Scripted
 
 from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv, hidden_only_texts
 from bugfix_rl.gym.ops import code_states
@@ -16,16 +17,6 @@ from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.rollout.env_errors import HiddenTestLeak, check_batch
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class Scripted:
-    """A random.Random stand-in that returns the given draws in order."""
-
-    def __init__(self, draws):
-        self.draws = list(draws)
-
-    def random(self):
-        return self.draws.pop(0)
 
 
 def test_base_reward_modes_by_hand():
