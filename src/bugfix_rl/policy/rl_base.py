@@ -136,7 +136,7 @@ def shipped_base(path: Path) -> Path:
 
 # The code a base's weights depend on besides its recipe: the gym (tasks, envs, renderings), the scripted
 # agents and how their episodes are tokenised, the model and behaviour cloning.
-BASE_CODE = ("gym/*.py", "policy/scripted.py", "policy/scripted_tools.py", "policy/tiny.py", "policy/copy_head.py",
+BASE_CODE = ("gym/**/*.py", "policy/scripted.py", "policy/scripted_tools.py", "policy/tiny.py", "policy/copy_head.py",
              "policy/tokenizer.py", "policy/rl_base.py", "rollout/sampler.py", "algo/sft.py", "algo/packing.py")
 
 
