@@ -144,7 +144,7 @@ def test_env_tools_alone_says_at_start_which_recipe_learns_it():
 @pytest.mark.parametrize("command", ["train", "eval", "report", "simulate", "plan"])
 def test_help_describes_every_key_in_one_line(command):
     """issue 38: `train --help` listed ~190 keys with no description; now each key shows its value here
-    and the comment written beside its field in config.py."""
+    and the comment written beside its field in the config package."""
     import dataclasses
 
     from bugfix_rl.cli import _schema_for

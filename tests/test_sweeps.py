@@ -11,7 +11,8 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from bugfix_rl.cli import quote_labels
-from bugfix_rl.sweeps import arm_label, arm_overrides, single_job_note
+from bugfix_rl.config.resolvers import arm_label
+from bugfix_rl.sweeps import arm_overrides, single_job_note
 
 
 def _extra(*args: str) -> list[str]:

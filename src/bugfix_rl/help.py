@@ -1,6 +1,6 @@
 """`bugfix-rl <command> --help`: every config key with its value and its one-line description.
 
-The descriptions are the comments written beside each field in config.py (read from its source
+The descriptions are the comments written beside each field in the config package (read from its source
 with the syntax tree, so each is written once, where the field is defined); the values are the
 config the rest of the command line composes (`train +exp=tools --help` shows the tools recipe's).
 """
@@ -9,26 +9,29 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import inspect
 import io
+import pkgutil
 import tokenize
 from functools import cache
 
 
 @cache
 def field_comments() -> dict[tuple[str, str], str]:
-    """(dataclass name, field name) -> the comment on the field's line in config.py."""
+    """(dataclass name, field name) -> the comment on the field's line in the config package's modules."""
     from bugfix_rl import config
 
-    source = inspect.getsource(config)
-    comments = {token.start[0]: token.string.lstrip("#").strip()
-                for token in tokenize.generate_tokens(io.StringIO(source).readline) if token.type == tokenize.COMMENT}
     out = {}
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.ClassDef):
-            for statement in node.body:
-                if isinstance(statement, ast.AnnAssign) and statement.end_lineno in comments:
-                    out[(node.name, statement.target.id)] = comments[statement.end_lineno]
+    for module in pkgutil.iter_modules(config.__path__, config.__name__ + "."):
+        source = inspect.getsource(importlib.import_module(module.name))
+        comments = {token.start[0]: token.string.lstrip("#").strip()
+                    for token in tokenize.generate_tokens(io.StringIO(source).readline) if token.type == tokenize.COMMENT}
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.ClassDef):
+                for statement in node.body:
+                    if isinstance(statement, ast.AnnAssign) and statement.end_lineno in comments:
+                        out[(node.name, statement.target.id)] = comments[statement.end_lineno]
     return out
 
 

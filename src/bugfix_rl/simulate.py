@@ -36,7 +36,7 @@ from dataclasses import dataclass
 def check_workload(w) -> None:
     """ValueError (one line naming the field) for a workload the simulator cannot run.
 
-    `w` is a SimulateConfig (config.py, where every field is documented) or anything with its fields.
+    `w` is a SimulateConfig (config/commands.py, where every field is documented) or anything with its fields.
     """
     for name in ("workers", "episodes_per_step", "steps", "turns", "decode_tokens_per_second"):
         if getattr(w, name) <= 0:

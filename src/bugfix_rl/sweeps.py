@@ -6,26 +6,16 @@ every run the arm `default`, and the report kept one run per seed and dropped th
 that varies keys other than `seed`, and does not set `arm=` itself, gets one more override: its arm is
 the run's own values of the swept keys (`env.reward=hidden`; with `+ablation=kl,sft` too:
 `kl,env.reward=hidden`), read from Hydra's per-job `override_dirname` restricted to the swept keys.
-Imports nothing from bugfix_rl, so config.py can register the resolver.
+The resolver itself, arm_label, is config's (config/resolvers.py), registered with the schemas.
 """
 
 from __future__ import annotations
 
 from hydra.experimental.callback import Callback
 
+from bugfix_rl.config.resolvers import ARM_FROM_FILE
+
 NOT_AN_ARM = ("seed",)  # swept keys that are not part of the arm: report pairs the arms over seeds
-ARM_FROM_FILE = "ablation"  # a group whose file sets the arm itself (conf/ablation/*.yaml)
-
-
-def arm_label(override_dirname: str) -> str:
-    """The arm of one run of a sweep from its `key=value,...` overrides of the swept keys (Hydra's
-    override_dirname, sorted): `+` prefixes dropped, an ablation by its name, `/` (a path value) as `_`
-    so the label stays one folder name."""
-    parts = []
-    for item in override_dirname.split(","):
-        key, _, value = item.lstrip("+~").partition("=")
-        parts.insert(0, value) if key == ARM_FROM_FILE else parts.append(f"{key}={value}")
-    return ",".join(parts).replace("/", "_") or "default"
 
 
 def arm_overrides(overrides) -> list[str]:
