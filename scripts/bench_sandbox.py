@@ -46,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bugfix_rl.sandbox import Sandbox, SandboxConfig
-from bugfix_rl.sandbox.sandbox import _interpreter
+from bugfix_rl.sandbox.workers import _interpreter
 
 SOURCE = "def share(amount, people):\n    if people == 0:\n        return 0\n    return amount // people\n"
 INPUTS = [(4, 2), (1, 0), (9, 3), (7, 2), (0, 5), (100, 7)]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from bugfix_rl.gym.ops import fix_init
 from bugfix_rl.gym.tool_calls import drop_timing, rule_title, tool_call_blocks
 from bugfix_rl.sandbox.probes import collection_crashed, forged_output
-from bugfix_rl.sandbox.sandbox import RunResult
+from bugfix_rl.sandbox.results import RunResult
 
 RULE = re.compile(r"^[=_!\-]{3,} ?(.*?) ?[=_!\-]{3,}$")
 TIMING = re.compile(r" in \d+\.\d+s$")

@@ -8,15 +8,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from bugfix_rl.sandbox import LAYERS, Sandbox, SandboxConfig, SandboxUnavailable, grade, grade_many, parse_command
-from bugfix_rl.sandbox import sandbox as sandbox_module
 from bugfix_rl.sandbox import wire
+from bugfix_rl.sandbox import workers as workers_module
 from bugfix_rl.sandbox.probes import (
     collection_crashed,
     edited_test_file,
     forged_output,
     special_cases_public_inputs,
 )
-from bugfix_rl.sandbox.sandbox import RunResult
+from bugfix_rl.sandbox.results import RunResult
 from sandboxes import live_processes_of
 
 SHARE = "def share(amount, people):\n    return amount // people\n"
@@ -199,7 +199,7 @@ def test_all_layers_active_as_root(sandbox):
 
 
 def test_missing_required_layer_fails_closed(monkeypatch):
-    real_hello = sandbox_module._Worker.hello
+    real_hello = workers_module._Worker.hello
 
     def hello_without_landlock(self, timeout_s=60.0):
         hello = real_hello(self, timeout_s)
@@ -207,7 +207,7 @@ def test_missing_required_layer_fails_closed(monkeypatch):
         hello["reasons"]["landlock"] = "Landlock not supported by this kernel"
         return hello
 
-    monkeypatch.setattr(sandbox_module._Worker, "hello", hello_without_landlock)
+    monkeypatch.setattr(workers_module._Worker, "hello", hello_without_landlock)
     with pytest.raises(SandboxUnavailable) as raised:
         Sandbox(SandboxConfig(workers=1, min_isolation=("rlimits", "landlock")))
     message = str(raised.value)
@@ -217,7 +217,7 @@ def test_missing_required_layer_fails_closed(monkeypatch):
 
 
 def test_a_server_that_cannot_start_fails_closed(monkeypatch):
-    monkeypatch.setattr(sandbox_module, "_BOOT", "raise SystemExit(3)")
+    monkeypatch.setattr(workers_module, "_BOOT", "raise SystemExit(3)")
     # whether the server is gone before its limits are written is a race: the message says so, or not
     with pytest.raises(SandboxUnavailable, match=r"failed to start \((it exited before reading its limits; )?exit code 3"):
         Sandbox(SandboxConfig(workers=2))

@@ -93,13 +93,13 @@ def _verdict(program, number: int, arch: int = 0xC000003E, first_arg: int = 0) -
 
 def test_the_merged_seccomp_program_denies_exactly_the_listed_calls():
     """The filter checks runs of consecutive numbers (issue 40: shorter to compile per job); every
-    syscall number must still get the verdict the lists in hardening.py give it."""
-    from bugfix_rl.sandbox import hardening
+    syscall number must still get the verdict the lists in seccomp.py give it."""
+    from bugfix_rl.sandbox import seccomp
 
-    program = hardening.seccomp_instructions()
+    program = seccomp.seccomp_instructions()
     eperm, enosys, allow, kill = 0x50000 | 1, 0x50000 | 38, 0x7FFF0000, 0x80000000
-    denied = {hardening._SYSCALL[name] for name in hardening._DENIED}
-    ipc = {n for first, last in hardening.IPC_SYSCALL_RANGES for n in range(first, last + 1)}
+    denied = {seccomp._SYSCALL[name] for name in seccomp._DENIED}
+    ipc = {n for first, last in seccomp.IPC_SYSCALL_RANGES for n in range(first, last + 1)}
     for number in range(600):
         expected = eperm if number in denied | ipc else enosys if number == 435 else allow
         assert _verdict(program, number) == expected, number

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from bugfix_rl.gym.tasks import task_by_name
 from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.sandbox import Sandbox, SandboxConfig, grade, wire
-from bugfix_rl.sandbox.sandbox import STATUSES
+from bugfix_rl.sandbox.results import STATUSES
 
 HUGE_FLOAT = ["f", "0x1p+99999"]  # float.fromhex raises OverflowError, not ValueError
 SOURCE, CASES = "def f(x):\n    return x\n", [((1,), 1)]  # one input: the forged outputs answer it

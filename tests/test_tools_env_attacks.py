@@ -27,8 +27,8 @@ from bugfix_rl.gym.tasks import task_by_name
 from bugfix_rl.gym.tools_env import tools_vocabulary
 from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.policy.tokenizer import build_tokenizer
-from bugfix_rl.sandbox import Sandbox, SandboxConfig, grade, probes
-from bugfix_rl.sandbox import sandbox as sandbox_module
+from bugfix_rl.sandbox import LAYERS, Sandbox, SandboxConfig, grade, probes
+from bugfix_rl.sandbox import workers as workers_module
 
 pytestmark = [pytest.mark.timeout(300, method="thread"),
               pytest.mark.skipif(os.geteuid() != 0, reason="the attacks are checked against all layers (root)")]
@@ -113,7 +113,7 @@ def ipc_before():
 
 @pytest.fixture(scope="module")
 def sandbox():
-    with Sandbox(SandboxConfig(workers=2, min_isolation=tuple(sandbox_module.LAYERS))) as box:
+    with Sandbox(SandboxConfig(workers=2, min_isolation=tuple(LAYERS))) as box:
         yield box
 
 
@@ -204,10 +204,10 @@ def test_hidden_inputs_do_not_reach_a_later_episode_through_a_message_queue(sand
 def test_a_job_without_seccomp_still_leaves_nothing_in_ipc_for_the_next(monkeypatch):
     """seccomp off (as on other architectures): each job gets its own IPC namespace instead."""
     switch_off = ("def _unavailable(iso):\n    raise OSError('switched off by the test')\n"
-                  "server.hardening._build_seccomp = _unavailable\n")
-    boot = sandbox_module._BOOT.replace("server.main(", switch_off + "server.main(")
-    assert boot != sandbox_module._BOOT
-    monkeypatch.setattr(sandbox_module, "_BOOT", boot)
+                  "server.hardening.seccomp.build_seccomp = _unavailable\n")
+    boot = workers_module._BOOT.replace("server.main(", switch_off + "server.main(")
+    assert boot != workers_module._BOOT
+    monkeypatch.setattr(workers_module, "_BOOT", boot)
     create = SYSV_HELPERS.replace(str(KEYS["shm"]), str(KEYS["fallback"])) + "print(_segment(True) is not None)\n"
     find = SYSV_HELPERS.replace(str(KEYS["shm"]), str(KEYS["fallback"])) + "print(_segment(False) is not None)\n"
     with Sandbox(SandboxConfig(workers=1)) as box:

@@ -59,7 +59,7 @@ def validate(cfg) -> None:
     for key in POSITIVE:
         if _get(cfg, key) <= 0:
             raise ConfigError(f"{key}={_get(cfg, key)!r} must be > 0")
-    from bugfix_rl.sandbox.hardening import LAYERS  # stdlib only
+    from bugfix_rl.sandbox.isolation import LAYERS  # stdlib only
 
     unknown = [layer for layer in cfg.env.sandbox.min_isolation if layer not in LAYERS]
     if unknown:

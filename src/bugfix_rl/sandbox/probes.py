@@ -14,7 +14,7 @@ import os
 
 import re2
 
-from .sandbox import RunResult
+from .results import RunResult
 
 MAX_SOURCE_CHARS = 200_000  # larger sources are not parsed (the tools env caps files at 100,000)
 _SUMMARY_COUNT = re2.compile(r"(\d+) (passed|failed|errors?)\b")

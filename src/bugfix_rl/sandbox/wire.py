@@ -140,7 +140,7 @@ def plain_equal(got, want) -> bool:
 # server reads only the header and passes the marshal bytes to the job child unread; the child
 # rebuilds the dict. Both ends of that channel are trusted (the parent wrote it); nothing a job
 # writes is ever read with marshal: its report and output travel back as bytes in REPLY_HEADER's
-# frame and are decoded by the parent alone (`_read_report`, `decode`).
+# frame and are decoded by the parent alone (`results.read_report`, `decode`).
 
 JOB_HEADER = struct.Struct(">dB")  # wall-clock limit (s); 1 for a grading call (its output is not kept)
 MARSHAL_VERSION = 2
