@@ -184,8 +184,8 @@ def test_sampler_and_trainer_log_probs_are_equal():
 
 def test_heldout_operand_names_never_occur_in_training_tasks_or_demonstrations():
     """The tools capstone's gain must come from copying: no held-out operand name is ever trained on."""
-    from bugfix_rl.gym.tools_env import make_repo
-    from bugfix_rl.gym.tool_calls import code_to_words
+    from bugfix_rl.gym.tools.code_words import code_to_words
+    from bugfix_rl.gym.tools.repo import make_repo
 
     heldout = {name for task in make_tasks("heldout") for name in operand_names(task)}
     assert heldout and not heldout & set(OPERAND_POOL)
@@ -326,7 +326,7 @@ def test_a_checkpoint_loads_only_with_the_copy_head_it_was_trained_with(tmp_path
 
 def test_edits_copied_counts_old_strings_seen_in_an_earlier_observation():
     from bugfix_rl.gym.tasks import task_by_name
-    from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
+    from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
 
     env = ToolsEnv(task_by_name("compare/under_cap"), ToolsEnvConfig(), "pin")
     edit = ["Edit", "pin.py", "old", "<indent>", "return", "load", "<", "cap", "new",

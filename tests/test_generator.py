@@ -14,7 +14,7 @@ from bugfix_rl.gym.shape_variants import unseen_heldout_line_shapes
 from bugfix_rl.gym.task_checks import task_problems
 from bugfix_rl.gym.tasks import ALL_TASKS, FAMILIES, FIX_OPS, Task, make_tasks, operand_names
 from bugfix_rl.gym.templates import RESERVED_TEMPLATES, TRAINING_TEMPLATES
-from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
+from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.policy.scripted import OraclePolicy
 from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
 from sandboxes import start_sandbox

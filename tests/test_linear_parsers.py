@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bugfix_rl.gym.ops import fix_init
-from bugfix_rl.gym.tool_calls import drop_timing, rule_title, tool_call_blocks
+from bugfix_rl.gym.tools.render import drop_timing, rule_title
+from bugfix_rl.gym.tools.syntax_json import tool_call_blocks
 from bugfix_rl.sandbox.probes import collection_crashed, forged_output
 from bugfix_rl.sandbox.results import RunResult
 

@@ -13,9 +13,13 @@ from hypothesis import strategies as st
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.tasks import ALL_TASKS, Task
-from bugfix_rl.gym.tool_calls import (ToolCall, code_to_words_exact, escape_text, line_to_words_exact,
-                                      parse_compact_turn, unescape_word, words_to_code)
-from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig, renamed_source, source_file, tools_vocabulary
+from bugfix_rl.gym.tools.calls import ToolCall
+from bugfix_rl.gym.tools.code_words import (code_to_words_exact, escape_text, line_to_words_exact, unescape_word,
+                                            words_to_code)
+from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
+from bugfix_rl.gym.tools.repo import renamed_source, source_file
+from bugfix_rl.gym.tools.syntax_compact import parse_compact_turn
+from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
 from bugfix_rl.policy.scripted import OraclePolicy
 from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig

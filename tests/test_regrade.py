@@ -122,7 +122,7 @@ def test_the_tools_env_is_regraded_from_its_one_sandbox_grading():
     """The tools env grades once in the sandbox; the reruns re-draw the flips over those outcomes. The
     task's buggy source (submitted unchanged) fails some hidden test: with no flips all three verdicts
     are 0 and each test's pass count is 0 or 3; make_env keeps its sandbox for the run's other work."""
-    from bugfix_rl.gym.tools_env import ToolsEnv
+    from bugfix_rl.gym.tools.env import ToolsEnv
 
     make_env, close = make_env_factory(EnvConfig(name="tools", grade_reruns=3))
     try:

@@ -10,7 +10,7 @@ from collections import Counter
 import torch
 
 from bugfix_rl.checkpoint import load_checkpoint
-from bugfix_rl.gym.tools_env import ToolsEpisodeInfo
+from bugfix_rl.gym.tools.env import ToolsEpisodeInfo
 from bugfix_rl.rollout.replay import (info_from_record, info_record, replay_caveats, schedule_from_record,
                                       schedule_record, trajectory_from_record, trajectory_record)
 from bugfix_rl.rollout.trajectory import Trajectory

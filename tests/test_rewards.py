@@ -106,7 +106,7 @@ def test_leakage_canary_stops_a_batch_whose_observation_shows_a_hidden_test():
 
 
 def test_tools_env_reward_switches():
-    from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
+    from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
     from bugfix_rl.sandbox import Sandbox, SandboxConfig
 
     task = make_tasks("train")[0]

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bugfix_rl.gym.tasks import task_by_name
-from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
+from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.sandbox import Sandbox, SandboxConfig, grade, wire
 from bugfix_rl.sandbox.results import STATUSES
 

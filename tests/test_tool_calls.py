@@ -7,12 +7,14 @@ import pytest
 from bugfix_rl.gym.edit_menu import RENAME_POOL
 from bugfix_rl.gym.ops import apply_op, compact_source
 from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS
-from bugfix_rl.gym.tool_calls import (
-    CODE_TOKEN, MALFORMED_REASONS, TOOL_SCHEMAS, Malformed, ToolCall, code_to_words, join_code_words,
-    listing_lines, listing_words, parse_compact_turn, parse_json_calls, summarize_script_output,
-    summarize_test_output, validate_call, words_to_code,
-)
-from bugfix_rl.gym.tools_env import make_repo, tools_vocabulary
+from bugfix_rl.gym.tools.calls import MALFORMED_REASONS, TOOL_SCHEMAS, Malformed, ToolCall, validate_call
+from bugfix_rl.gym.tools.code_words import (CODE_TOKEN, code_to_words, join_code_words, listing_lines, listing_words,
+                                            words_to_code)
+from bugfix_rl.gym.tools.render import summarize_script_output, summarize_test_output
+from bugfix_rl.gym.tools.repo import make_repo
+from bugfix_rl.gym.tools.syntax_compact import parse_compact_turn
+from bugfix_rl.gym.tools.syntax_json import parse_json_calls
+from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
 
 
 def _all_code_texts():

@@ -24,8 +24,8 @@ import torch
 
 import bugfix_rl
 from bugfix_rl.gym.tasks import task_by_name
-from bugfix_rl.gym.tools_env import tools_vocabulary
-from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
+from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
+from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
 from bugfix_rl.policy.tokenizer import build_tokenizer
 from bugfix_rl.sandbox import LAYERS, Sandbox, SandboxConfig, grade, probes
 from bugfix_rl.sandbox import workers as workers_module
@@ -223,7 +223,7 @@ def test_a_job_without_seccomp_still_leaves_nothing_in_ipc_for_the_next(monkeypa
 TIMED_STEP = """
 import json, sys, time
 from bugfix_rl.gym.tasks import task_by_name
-from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
+from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.sandbox import Sandbox, SandboxConfig
 
 turns = json.loads(sys.stdin.read())

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from bugfix_rl.gym.tasks import task_by_name
-from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
+from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
 from sandboxes import start_sandbox
 
 TASK = task_by_name("compare/under_cap")  # def under_cap(load, cap): return load < cap

@@ -11,10 +11,11 @@ from bugfix_rl.gym.shape_variants import shape_variant
 from bugfix_rl.gym.tasks import (
     ALL_OPS, OPERAND_POOL, SPLITS, make_tasks, operand_names, task_by_name, with_renamed_operands,
 )
-from bugfix_rl.gym.tool_calls import code_to_words
-from bugfix_rl.gym.tools_env import (
-    ToolsEnv, ToolsEnvConfig, _apply_op_or_none, hidden_input_canaries, make_repo, tools_vocabulary,
-)
+from bugfix_rl.gym.tools.code_words import code_to_words
+from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
+from bugfix_rl.gym.tools.leaks import hidden_input_canaries
+from bugfix_rl.gym.tools.repo import apply_op_or_none, make_repo
+from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
 from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
 from bugfix_rl.policy.tokenizer import build_tokenizer
 from bugfix_rl.rollout.sampler import scripted_episode
@@ -58,7 +59,7 @@ def test_canaries_are_hidden_inputs_found_in_no_public_test_and_no_repo_text():
         canaries = hidden_input_canaries(task)
         assert canaries, task.name
         repo = make_repo(task, task.fn_name)
-        texts = list(repo.values()) + [_apply_op_or_none(task, repo[f"{task.fn_name}.py"], op) or "" for op in ALL_OPS]
+        texts = list(repo.values()) + [apply_op_or_none(task, repo[f"{task.fn_name}.py"], op) or "" for op in ALL_OPS]
         words = " " + " ".join(" ".join(code_to_words(text)) for text in texts) + " "
         assert not [text for text in canaries if f" {text} " in words], task.name
     assert "( 29 , 30 )" in hidden_input_canaries(TASK) and "( 30 , 30 )" not in hidden_input_canaries(TASK)

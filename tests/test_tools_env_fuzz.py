@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bugfix_rl.gym.tasks import ALL_TASKS, task_by_name
-from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig, known_words
+from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
+from bugfix_rl.gym.tools.vocabulary import known_words
 from bugfix_rl.sandbox import Sandbox, SandboxConfig
 
 TASKS = [task_by_name("compare/under_cap"), ALL_TASKS[0], ALL_TASKS[-1]]

@@ -41,7 +41,8 @@ from bugfix_rl.gym.edit_menu import RENAME_POOL
 from bugfix_rl.gym.ops import code_states, run_cases
 from bugfix_rl.gym.rewards import episode_seed
 from bugfix_rl.gym.tasks import FIX_OPS, Task, make_tasks
-from bugfix_rl.gym.tool_calls import FINAL_ANSWER, listing_lines
+from bugfix_rl.gym.tools.code_words import listing_lines
+from bugfix_rl.gym.tools.syntax_compact import FINAL_ANSWER
 
 CANARY_SPLIT = "canary"
 CANARY_SEED_TAG = "canary"  # the per-step canary generator's seed: episode_seed(tag, run seed, step)

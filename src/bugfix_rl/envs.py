@@ -23,7 +23,7 @@ def _edit_menu(env_cfg):
 
 
 def _tools(env_cfg):
-    from bugfix_rl.gym.tools_env import make_tools_env_factory
+    from bugfix_rl.gym.tools.env import make_tools_env_factory
 
     make_env, close = make_tools_env_factory(env_cfg)
     if env_cfg.infra_fault_rate > 0:  # a test hook: the RL base's own env (built in gym) never gets it

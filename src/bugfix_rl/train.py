@@ -230,7 +230,7 @@ def run_record(cfg, state: RunState) -> dict:
     """What the book's lab scripts saved beside the scores: the env's tool schema and resource limits,
     the wall clock of this process, and the peak device memory (None without a CUDA device)."""
     from bugfix_rl.gym.chat import EDIT_MENU_TOOLS
-    from bugfix_rl.gym.tool_calls import TOOL_SCHEMAS
+    from bugfix_rl.gym.tools.calls import TOOL_SCHEMAS
 
     peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
     return {"tool_schema": TOOL_SCHEMAS if cfg.env.name == "tools" else EDIT_MENU_TOOLS,

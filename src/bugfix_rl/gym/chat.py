@@ -23,8 +23,10 @@ from typing import Protocol
 
 from bugfix_rl.gym.edit_menu import EditMenuEnv
 from bugfix_rl.gym.tasks import ALL_OPS
-from bugfix_rl.gym.tool_calls import TOOL_SCHEMAS, tool_call_blocks
-from bugfix_rl.gym.tools_env import ToolsEnv, issue_text
+from bugfix_rl.gym.tools.calls import TOOL_SCHEMAS
+from bugfix_rl.gym.tools.env import ToolsEnv
+from bugfix_rl.gym.tools.repo import issue_text
+from bugfix_rl.gym.tools.syntax_json import tool_call_blocks
 
 
 class ChatFrontEnd(Protocol):

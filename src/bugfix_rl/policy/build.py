@@ -15,7 +15,7 @@ def _word_tokenizer(cfg) -> Tokenizer:
     one out-of-vocabulary slot per context position."""
     extra = set()
     if cfg.env.name == "tools":
-        from bugfix_rl.gym.tools_env import tools_vocabulary
+        from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
 
         extra = tools_vocabulary(make_tasks("all"))
     return build_tokenizer(make_tasks("all"), extra, oov_slots=cfg.policy.max_len)

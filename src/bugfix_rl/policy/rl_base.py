@@ -85,7 +85,7 @@ def noisy_tools_demonstrations(recipe, tokenizer: Tokenizer, env_cfg, on_episode
     recipe.p_shape_variant), in a tools env of `env_cfg` with its own sandbox (Bash runs, the final grading
     and the generated tasks' checks need one); on_episode() after each."""
     from bugfix_rl.gym.shape_variants import shape_variant
-    from bugfix_rl.gym.tools_env import make_tools_env_factory
+    from bugfix_rl.gym.tools.env import make_tools_env_factory
     from bugfix_rl.policy.scripted_tools import NoisyToolsPolicy
 
     rng = random.Random(recipe.seed)

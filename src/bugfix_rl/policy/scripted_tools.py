@@ -10,8 +10,8 @@ import random
 
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.tasks import FIX_OPS, Task
-from bugfix_rl.gym.tool_calls import (CALL_SEPARATOR, FINAL_ANSWER, code_to_words_exact, file_lines, listing_lines,
-                                      words_to_code)
+from bugfix_rl.gym.tools.code_words import code_to_words_exact, file_lines, listing_lines, words_to_code
+from bugfix_rl.gym.tools.syntax_compact import CALL_SEPARATOR, FINAL_ANSWER
 from bugfix_rl.policy.scripted import infer_op
 
 

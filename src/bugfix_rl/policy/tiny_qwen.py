@@ -28,7 +28,7 @@ from bugfix_rl.gym.chat import EditMenuChat, ToolsChat
 from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.ops import apply_op
 from bugfix_rl.gym.tasks import ALL_OPS, FIX_OPS, Task, make_tasks
-from bugfix_rl.gym.tools_env import ToolsEnv, ToolsEnvConfig
+from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.policy.chat_template import ChatTokenPath, Transcript
 from bugfix_rl.policy.qwen3_template import PRETOKENIZE_PATTERN, QWEN3_ADDED_TOKENS, QWEN3_CHAT_TEMPLATE
 

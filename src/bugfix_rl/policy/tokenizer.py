@@ -1,8 +1,9 @@
 """Word-level tokenizer over everything the gym can show or the agent can say, open to any other word.
 
 The vocabulary is built from the tasks (every code state's rendering and test report, for every op),
-the env's fixed phrases, the rename pool and the call words. Ids are stable for a given task set:
-words are sorted after the special tokens.
+the env's fixed phrases, the rename pool and the call words: the gym's words (gym/vocabulary.py), and
+for the tools env its own (gym/tools/vocabulary.py) as `extra_words`. Ids are stable for a given task
+set: words are sorted after the special tokens.
 
 A word outside it (a name, a constant, a string of a task the vocabulary was not built from) takes
 one of `oov_slots` per-episode slot ids, which follow the words: the first new word an episode shows
@@ -18,18 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bugfix_rl.config import PolicyConfig
-from bugfix_rl.gym.edit_menu import RENAME_POOL, TOOLS
-from bugfix_rl.gym.ops import NAME_PLACEHOLDER, code_states
-from bugfix_rl.gym.tasks import ALL_OPS, ALL_TASKS, OPERAND_POOL, Task, operand_names
+from bugfix_rl.gym.tasks import ALL_TASKS, OPERAND_POOL, Task, operand_names
+from bugfix_rl.gym.vocabulary import gym_words
 
 PAD, BOS, END_OF_ACTION, END_OF_OBSERVATION = "<pad>", "<bos>", "<eoa>", "<eoo>"
 SPECIALS = (PAD, BOS, END_OF_ACTION, END_OF_OBSERVATION)
-ENV_PHRASES = (
-    "issue : returns wrong results",
-    "error : malformed call",
-    "error : edit budget used",
-    "no change ok",
-)
 OOV_SLOTS = PolicyConfig.max_len  # slots per episode: one per context position
 
 
@@ -125,19 +119,6 @@ class EpisodeWords:
 
     def decode(self, ids) -> str:
         return " ".join(self.words_of(ids))
-
-
-def gym_words(tasks: list[Task]) -> set[str]:
-    """Every word an edit-menu episode over `tasks` can contain."""
-    words = set(" ".join(ENV_PHRASES).split()) | set(TOOLS) | set(ALL_OPS) | set(RENAME_POOL) | set(OPERAND_POOL)
-    for task in tasks:
-        words.add(task.fn_name)
-        for state in code_states(task).values():
-            if state is not None:
-                words.update(state.compact.split())
-                words.update(state.test_report.split())
-    words.discard(NAME_PLACEHOLDER)
-    return words
 
 
 def build_tokenizer(tasks: list[Task], extra_words: set[str] = frozenset(), oov_slots: int = OOV_SLOTS) -> Tokenizer:

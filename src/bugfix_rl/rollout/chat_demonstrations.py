@@ -19,7 +19,7 @@ import re
 
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.chat import chat_front_end
-from bugfix_rl.gym.tool_calls import code_to_words
+from bugfix_rl.gym.tools.code_words import code_to_words
 from bugfix_rl.policy.chat_template import Transcript
 from bugfix_rl.policy.scripted import infer_op
 from bugfix_rl.rollout.trajectory import Trajectory

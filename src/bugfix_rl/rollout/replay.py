@@ -20,7 +20,7 @@ import dataclasses
 from collections import Counter
 
 from bugfix_rl.gym.edit_menu import EpisodeInfo
-from bugfix_rl.gym.tools_env import ToolsEpisodeInfo
+from bugfix_rl.gym.tools.env import ToolsEpisodeInfo
 from bugfix_rl.rollout.trajectory import Trajectory
 
 INFO_TYPES = {cls.__name__: cls for cls in (EpisodeInfo, ToolsEpisodeInfo)}
