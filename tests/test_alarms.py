@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from bugfix_rl.alarms import malformed_alarm, malformed_alarm_line, malformed_trend
+from bugfix_rl.run.alarms import malformed_alarm, malformed_alarm_line, malformed_trend
 from bugfix_rl.config import StopConfig
-from bugfix_rl.stopping import stop_reason, validation_stalled
+from bugfix_rl.run.stopping import stop_reason, validation_stalled
 
 
 def rows_of(values) -> list[dict]:

@@ -13,7 +13,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from bugfix_rl import distributed
+from bugfix_rl.run import distributed
 from bugfix_rl.algo.data_parallel import DataParallel, full_state_dict
 from bugfix_rl.algo.update import policy_update
 from bugfix_rl.config import AlgoConfig

@@ -333,7 +333,8 @@ def test_help_describes_the_commands_and_groups_not_hydra():
 
 
 def test_a_failed_preflight_exits_1_from_preflight_and_from_train(tmp_path, monkeypatch, capsys):
-    from bugfix_rl import cli, preflight
+    from bugfix_rl import cli
+    from bugfix_rl.run import preflight
 
     failing = "old_logp frozen in the update"
     checks = {name: {"value": 0.0, "ok": name != failing, "bound": "test"} for name in preflight.BOUNDS}

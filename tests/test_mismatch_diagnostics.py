@@ -11,12 +11,12 @@ import math
 import pytest
 import torch
 
-from bugfix_rl.alarms import mismatch_alarm, mismatch_alarm_line
+from bugfix_rl.run.alarms import mismatch_alarm, mismatch_alarm_line
 from bugfix_rl.algo.objective import (kl_sampler_proximal, mask_share, observation_positions,
                                       trajectory_gap_kept)
 from bugfix_rl.algo.update import policy_update, token_logprobs
 from bugfix_rl.config import AlgoConfig, ConfigError, StopConfig, TrainConfig, validate
-from bugfix_rl.stopping import stop_reason
+from bugfix_rl.run.stopping import stop_reason
 
 from test_trainer_contract import scratch_model, synthetic_batch  # noqa: E402  (same folder)
 from test_update_math import Recorder  # noqa: E402

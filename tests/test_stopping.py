@@ -8,7 +8,7 @@ import json
 
 from bugfix_rl import cli
 from bugfix_rl.config import StopConfig
-from bugfix_rl.stopping import collapse_alarm, collapse_reason, stop_reason
+from bugfix_rl.run.stopping import collapse_alarm, collapse_reason, stop_reason
 
 
 def rows_of(**series) -> list[dict]:

@@ -8,3 +8,8 @@ class UserError(Exception):
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, unreadable or not one of ours (one-line message). Defined here, without
     torch, so that the CLI's checks of bad input answer before torch loads (checkpoint.py re-exports it)."""
+
+
+class PreflightFailed(RuntimeError):
+    """A run refused to start: a preflight check failed, or the cold start found nothing to learn from
+    (raised by run/training.py and recipes/cold_start.py, printed by the CLI)."""

@@ -1,7 +1,7 @@
 """The learner: the policy's trainable copy, its optimizer and the update, in one process or sharded
-over a process group (algo/data_parallel.py, launched by distributed.py).
+over a process group (algo/data_parallel.py, launched by run/distributed.py).
 
-In a sharded run rank 0 drives everything else (sampling, evaluation, checkpoints, logs: train.py)
+In a sharded run rank 0 drives everything else (sampling, evaluation, checkpoints, logs: run/training.py)
 from a full replica of the policy, and the other ranks run `follow`: they take part in each
 collective rank 0 starts, announced by a broadcast message: an update on their share of the batch,
 gathering the optimizer's state for a checkpoint, loading a checkpoint's. After each update the replica
@@ -19,7 +19,7 @@ import copy
 import torch
 import torch.distributed as dist
 
-from bugfix_rl.algo.data_parallel import SingleProcess
+from bugfix_rl.algo.data_parallel import DataParallel, SingleProcess
 from bugfix_rl.algo.update import policy_update
 
 
@@ -119,6 +119,14 @@ class Learner:
         full = _by_name(state, names) if self.parallel.rank == 0 else {}
         set_optimizer_state_dict(self.module, self.optimizer, full,
                                  options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+
+
+def data_parallel(trainer_cfg):
+    """The update's row sharing for this process (algo/data_parallel.py): the default process group's
+    rank under trainer.strategy ddp or fsdp (run/distributed.py made the group), else this process alone."""
+    if trainer_cfg.strategy == "single":
+        return SingleProcess()
+    return DataParallel(trainer_cfg.strategy)
 
 
 def follow(learner: Learner, algo, ref_model=None) -> None:

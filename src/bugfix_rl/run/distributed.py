@@ -134,7 +134,7 @@ def _place_on_device() -> None:
 def learner_ranks(cfg):
     """This process's rank in the learner's group for cfg.trainer (config.TrainerConfig): 0 with
     nothing started for one process; under torchrun, torchrun's rank in the group it set up; else 0,
-    with ranks 1.. spawned on this machine to run train.follow_run."""
+    with ranks 1.. spawned on this machine to run run/lifecycle.follow_run."""
     trainer = cfg.trainer
     if trainer.world_size == 1:
         yield 0
@@ -157,6 +157,6 @@ def learner_ranks(cfg):
 
 
 def _follow_run(rank: int, cfg) -> None:
-    from bugfix_rl.train import follow_run
+    from bugfix_rl.run.lifecycle import follow_run
 
     follow_run(cfg)

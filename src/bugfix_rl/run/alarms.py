@@ -7,7 +7,7 @@ least-squares line through the dashboard's `malformed` (mean malformed calls per
 window and the slope is more than noise (its t statistic above 2: residual scatter, window - 2 df).
 The trainer logs `malformed_trend` (slope per step) and `malformed_alarm` (0/1) every step, prints a
 line when the alarm turns on, the dashboard shades its steps, and `stop.malformed_stop=true` makes it a
-stop rule (stopping.stop_reason). Pure functions of the rows.
+stop rule (run/stopping.stop_reason). Pure functions of the rows.
 """
 
 from __future__ import annotations

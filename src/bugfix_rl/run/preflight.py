@@ -4,14 +4,15 @@ With rollout workers or bounded staleness (rollout.workers > 0 or rollout.max_st
 first batch is sampled through the configured pool (so check 2 compares the workers' log-probs with
 the trainer's), and two more checks cover that path (POOL_BOUNDS): weights published after an
 update sample exactly like the learner, and a batch one version stale gets importance weights != 1.
-With canary tasks on (algo.canary_rate > 0, canaries.py) one more check runs the env's honest
+With canary tasks on (algo.canary_rate > 0, gym/canaries.py) one more check runs the env's honest
 scripted policies on every canary and fails if some reward would pay any of their episodes: a
 canary an honest policy can earn on measures no hack (CANARY_BOUNDS).
 
-Each check runs the functions training calls: the sampler (also at a second temperature), collate,
-the step's advantage stage (`algo.advantage_stage`: KL-in-reward and overlong shaping, group
-advantages) and `policy_update` with the configured minibatches and micro-batching. They run on
-copies of the policy, so preflight never changes the run. A test breaks the real code (a
+The first batch goes through a Trainer's own stages (run/trainer.py): its pool samples it (also at
+a second temperature, inline), `Trainer.collate` and `Trainer.advantages` (the step's advantage
+stage: KL-in-reward and overlong shaping, group advantages) prepare it; the checks then run
+`policy_update` with the configured minibatches and micro-batching on copies of the policy, so
+preflight never changes the run. A test breaks the real code (a
 monkeypatched loss, ratio, sampler or update) and sees the check fire; `check_batch` also takes the
 update and reference as arguments.
 
@@ -28,10 +29,10 @@ from typing import Callable
 
 import torch
 
-from bugfix_rl.algo.advantage_stage import advantage_stage
 from bugfix_rl.algo.objective import AGGREGATIONS, KL_ESTIMATORS
 from bugfix_rl.algo.update import batch_logprobs, policy_update
 from bugfix_rl.rollout.trajectory import Batch, Trajectory, collate
+from bugfix_rl.run.trainer import Trainer
 
 BOUNDS = {
     "mask = policy tokens": ("==", 0),
@@ -50,7 +51,7 @@ POOL_BOUNDS = {
     "stale batch gets IS weights != 1": (">", 0.0),
 }
 CANARY = "canaries: honest policies earn 0"
-CANARY_BOUNDS = {CANARY: ("==", 0)}  # with algo.canary_rate > 0 (canaries.py)
+CANARY_BOUNDS = {CANARY: ("==", 0)}  # with algo.canary_rate > 0 (gym/canaries.py)
 
 
 def structural_policy_mask(traj: Trajectory, tokenizer, max_action_tokens: int) -> list[bool]:
@@ -245,37 +246,44 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
     return {name: checks[name] for name in BOUNDS}  # in the documented order
 
 
-def first_batch(model, tokenizer, make_env, algo, seed: int = 0, temperature: float | None = None, pool=None,
-                tasks: int | None = None):
-    """The first training batch: trajectories and the collated batch, its advantages filled by the
-    step's own advantage stage (`algo.advantage_stage`).
+def preflight_trainer(cfg, model, tokenizer, make_env):
+    """A Trainer on `model` whose stages preflight drives: its pool the configured one (the inline
+    sampler without rollout workers), its tasks the book's training tasks (preflight takes the first
+    ones; nothing is generated), its learner and KL reference copies as a run's would be."""
+    from bugfix_rl.gym.tasks import make_tasks
 
-    pool: the rollout pool to sample through (rollout/pool.py); default the inline sampler.
+    return Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(cfg.seed), tasks=make_tasks("train"))
+
+
+def first_batch(trainer, seed: int = 0, temperature: float | None = None, pool=None, tasks: int | None = None):
+    """The first training batch: trajectories and the collated batch, its advantages filled by the
+    trainer's own stages (`Trainer.collate`, `Trainer.advantages`: the step's advantage stage).
+
+    pool: the rollout pool to sample through (rollout/pool.py); default the trainer's.
     tasks: how many training tasks (default algo.prompts_per_step)."""
     from bugfix_rl.gym.tasks import make_tasks
-    from bugfix_rl.rollout.pool import InlinePool
 
+    algo = trainer.algo
     chosen = make_tasks("train")[: tasks or algo.prompts_per_step]
     generator = torch.Generator().manual_seed(seed)
     temp = algo.temperature if temperature is None else temperature
-    pool = pool or InlinePool(model, tokenizer, make_env)
+    pool = pool or trainer.pool
     trajectories = pool.result(pool.submit(chosen, algo.group_size, temp, generator))
-    return trajectories, advantaged_batch(model, trajectories, algo, tokenizer.pad_id)
+    return trajectories, advantaged_batch(trainer, trajectories)
 
 
-def advantaged_batch(model, trajectories: list[Trajectory], algo, pad_id: int) -> Batch:
-    batch = collate(trajectories, pad_id)
-    needs_reference = algo.kl_coef > 0 and algo.kl_in_reward
-    advantage_stage(batch, trajectories, algo, model, frozen_reference(model) if needs_reference else None)
+def advantaged_batch(trainer, trajectories: list[Trajectory]) -> Batch:
+    batch = trainer.collate(trajectories)
+    trainer.advantages(batch, trajectories)
     return batch
 
 
-def with_constructed_rewards(model, trajectories: list[Trajectory], algo, pad_id: int):
+def with_constructed_rewards(trainer, trajectories: list[Trajectory]):
     """No batch had a learning signal: the first episode of each group gets reward 1, the others 0,
     and the batch goes through the real advantage stage, so checks 4 and 7-9 have material."""
-    trajectories = [dataclasses.replace(t, reward=1.0 if i % algo.group_size == 0 else 0.0)
+    trajectories = [dataclasses.replace(t, reward=1.0 if i % trainer.algo.group_size == 0 else 0.0)
                     for i, t in enumerate(trajectories)]
-    return trajectories, advantaged_batch(model, trajectories, algo, pad_id)
+    return trajectories, advantaged_batch(trainer, trajectories)
 
 
 def check_pool(pool, model, trajectories: list[Trajectory], batch: Batch, algo, tokenizer, max_staleness: int,
@@ -318,11 +326,11 @@ def check_pool(pool, model, trajectories: list[Trajectory], batch: Batch, algo, 
 
 
 def check_canaries(env_name: str, make_env, seed: int = 0) -> dict[str, dict]:
-    """The canary check: each honest scripted policy of the env (canaries.honest_policies: the oracle,
+    """The canary check: each honest scripted policy of the env (gym/canaries.honest_policies: the oracle,
     the noisy agent with its exploit off, ...) once on every canary task; the value is the number of
     those episodes whose graded outcome some reward would pay (a hidden test passed, or every public
     test), which must be 0. The note names the first few."""
-    from bugfix_rl.canaries import honest_canary_episodes
+    from bugfix_rl.evaluate.canary_reward import honest_canary_episodes
 
     result = honest_canary_episodes(env_name, make_env, seed)
     verdict = _verdict(CANARY, len(result.paid))
@@ -341,33 +349,32 @@ def run_preflight(cfg, model, tokenizer, make_env) -> dict[str, dict]:
     """The ten checks on the first batch that carries a learning signal (plus the pool's two when
     rollout.workers > 0 or rollout.max_staleness > 0, and the canary check when algo.canary_rate > 0).
 
-    The update checks need at least one group whose rewards differ: up to SIGNAL_ATTEMPTS batches
-    (seeds seed, seed+1, ...) are drawn; when none has signal, the first gets constructed rewards
+    The first batch goes through the stages of a Trainer on `model` (`preflight_trainer`). The update
+    checks need at least one group whose rewards differ: up to SIGNAL_ATTEMPTS batches (seeds seed,
+    seed+1, ...) are drawn; when none has signal, the first gets constructed rewards
     (`with_constructed_rewards`) and the checks that use them carry a note saying so. Check 2 also
     scores one group sampled at a second temperature (0.7, or 1.0 when training at 0.7).
     """
-    from bugfix_rl.rollout.pool import make_pool
+    from bugfix_rl.rollout.pool import InlinePool
 
-    rollout = getattr(cfg, "rollout", None)
-    with_pool = rollout is not None and (rollout.workers > 0 or rollout.max_staleness > 0)
-    pool = None
+    rollout = cfg.rollout
+    with_pool = rollout.workers > 0 or rollout.max_staleness > 0
+    trainer = preflight_trainer(cfg, model, tokenizer, make_env)
     try:
         if with_pool:
-            pool = make_pool(cfg, model, tokenizer, make_env)
-            pool.set_weights(model, 0)
+            trainer.pool.set_weights(model, 0)
         drawn = []
         for attempt in range(SIGNAL_ATTEMPTS):
-            trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=cfg.seed + attempt,
-                                              pool=pool)
+            trajectories, batch = first_batch(trainer, seed=cfg.seed + attempt)
             drawn.append((trajectories, batch))
             if bool((batch.advantages != 0).any()):
                 break
         constructed = not bool((batch.advantages != 0).any())
         if constructed:
-            trajectories, batch = with_constructed_rewards(model, drawn[0][0], cfg.algo, tokenizer.pad_id)
+            trajectories, batch = with_constructed_rewards(trainer, drawn[0][0])
         other_temperature = 0.7 if cfg.algo.temperature != 0.7 else 1.0
-        _, other = first_batch(model, tokenizer, make_env, cfg.algo, seed=cfg.seed, temperature=other_temperature,
-                               tasks=1)
+        _, other = first_batch(trainer, seed=cfg.seed, temperature=other_temperature, tasks=1,
+                               pool=InlinePool(model, tokenizer, make_env))  # the inline sampler, as training's
         max_action_tokens = make_env(make_first_task(), None).max_action_tokens
         checks = check_batch(model, trajectories, batch, cfg.algo, tokenizer, max_action_tokens,
                              other_temperature=(other, other_temperature))
@@ -375,14 +382,13 @@ def run_preflight(cfg, model, tokenizer, make_env) -> dict[str, dict]:
             for name in CONSTRUCTED:
                 checks[name]["note"] = (f"constructed rewards: none of {SIGNAL_ATTEMPTS} batches drawn had a group "
                                         f"whose rewards differed")
-        if pool is not None:
-            checks.update(check_pool(pool, model, trajectories, batch, cfg.algo, tokenizer, rollout.max_staleness,
-                                     cfg.seed))
+        if with_pool:
+            checks.update(check_pool(trainer.pool, model, trajectories, batch, cfg.algo, tokenizer,
+                                     rollout.max_staleness, cfg.seed))
         if getattr(cfg.algo, "canary_rate", 0) > 0:
             checks.update(check_canaries(cfg.env.name, make_env, cfg.seed))
     finally:
-        if pool is not None:
-            pool.close()
+        trainer.close()
     return checks
 
 
