@@ -24,8 +24,8 @@ from pathlib import Path
 
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 
-from bugfix_rl.cli import CONF_DIR, _to_object
-from bugfix_rl.config import register_configs
+from bugfix_rl.cli import CONF_DIR
+from bugfix_rl.config import register_configs, to_object
 from bugfix_rl.kernels import pinnable, requested_mode
 from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.policy.rl_base import SHIPPED_DIR, base_path, make_rl_base
@@ -40,7 +40,7 @@ def shipped_configs() -> list[tuple[str, object]]:
     configs = []
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for label in labels:
-            cfg = _to_object(compose("train", overrides=[] if label == "default" else [f"+exp={label}"]))
+            cfg = to_object(compose("train", overrides=[] if label == "default" else [f"+exp={label}"]))
             if cfg.policy.name == "tiny" and cfg.policy.init == "rl_base":
                 configs.append((label, cfg))
     return configs

@@ -25,10 +25,10 @@ from pathlib import Path
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 from hydra import compose, initialize_config_dir
 
-from bugfix_rl.bench import bench_command
-from bugfix_rl.cli import CONF_DIR, _to_object
-from bugfix_rl.config import SimulateConfig, register_configs
-from bugfix_rl.simulate import read_calibration, seconds_per_step, simulate
+from bugfix_rl.cli import CONF_DIR
+from bugfix_rl.commands.bench import bench_command
+from bugfix_rl.commands.simulate import read_calibration, seconds_per_step, simulate
+from bugfix_rl.config import SimulateConfig, register_configs, to_object
 
 COMMON = ["+exp=tools", "threads=1", "rollout.worker_threads=1", "algo.tis_cap=2.0"]
 
@@ -36,7 +36,7 @@ COMMON = ["+exp=tools", "threads=1", "rollout.worker_threads=1", "algo.tis_cap=2
 def composed(overrides: list[str]):
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return _to_object(compose("train", overrides=overrides))
+        return to_object(compose("train", overrides=overrides))
 
 
 def main() -> None:

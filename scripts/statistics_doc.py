@@ -15,7 +15,7 @@ from coverage_table import replaced_cells  # noqa: E402  (a sibling script)
 
 from bugfix_rl.config import PlanConfig  # noqa: E402
 from bugfix_rl.evaluate.coverage import coverage_table, regime_cells, table_markdown  # noqa: E402
-from bugfix_rl.plan import plan_lines  # noqa: E402
+from bugfix_rl.commands.plan import plan_lines  # noqa: E402
 
 DOC = Path("docs/STATISTICS.md")
 

@@ -123,7 +123,8 @@ def test_console_script_flushes_what_c_code_printed():
 def test_a_train_or_eval_process_never_imports_scipy_stats():
     """scipy.stats costs 0.84 s to import (2-core Xeon); the commands' modules use scipy.special's
     quantiles and import scipy.stats only inside the functions that need it (McNemar, power)."""
-    code = ("import sys, bugfix_rl.cli, bugfix_rl.train, bugfix_rl.commands, bugfix_rl.preflight, "
+    code = ("import sys, bugfix_rl.cli, bugfix_rl.run.training, bugfix_rl.commands.eval, bugfix_rl.commands.report, "
+            "bugfix_rl.commands.preflight, bugfix_rl.commands.starts, bugfix_rl.commands.sft, bugfix_rl.run.preflight, "
             "bugfix_rl.evaluate.tables, bugfix_rl.evaluate.power; print('scipy.stats' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr

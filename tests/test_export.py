@@ -80,7 +80,7 @@ def tiny_run(tmp_path_factory) -> Path:
 
 def test_a_run_dir_exports_its_chosen_tiny_agent_which_loads_without_this_package(tiny_run, tmp_path, capsys):
     from bugfix_rl.evaluate.checkpoint_eval import load_policy
-    from bugfix_rl.inputs import checkpoint_of
+    from bugfix_rl.commands.inputs import checkpoint_of
 
     out = tmp_path / "hf"
     cli.main(["export", f"ckpt={tiny_run}", f"out={out}"])

@@ -12,7 +12,7 @@ from in_process import run_cli_in_process
 from safetensors.torch import load_file
 
 from bugfix_rl.errors import UserError
-from bugfix_rl.inputs import resume_checkpoint
+from bugfix_rl.commands.inputs import resume_checkpoint
 
 SMOKE = ("+exp=smoke", "eval.ckpt_every=1", "threads=1", "preflight=false")
 

@@ -10,7 +10,7 @@ import pytest
 
 from bugfix_rl import cli
 from bugfix_rl.config import SimulateConfig
-from bugfix_rl.simulate import littles_law_concurrency, mean_episode_seconds, simulate, turn_seconds
+from bugfix_rl.commands.simulate import littles_law_concurrency, mean_episode_seconds, simulate, turn_seconds
 
 # Question 18: 50 turns, ~400 policy tokens per turn decoded at 40 tokens/s, an 8 s tool per turn,
 # a 3-minute container start, 512 episodes per optimizer step, one step every 30 minutes.
@@ -119,7 +119,7 @@ def test_simulate_bad_input_is_one_line_exit_2(args, message, capsys):
 def test_calibration_turns_a_runs_steps_into_episode_durations_and_an_update_time():
     """A step that sampled E episodes on W workers in S seconds: episodes of S * W / E seconds; the
     first row (warm-up) is left out; the update time is the median."""
-    from bugfix_rl.simulate import calibrated
+    from bugfix_rl.commands.simulate import calibrated
 
     rows = [{"time_sample": 9.0, "time_update": 9.0, "sampled_episodes": 64},
             {"time_sample": 3.2, "time_update": 1.0, "sampled_episodes": 64},

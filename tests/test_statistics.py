@@ -18,8 +18,8 @@ from bugfix_rl.evaluate.intervals import arm_difference, paired_task_interval, t
 from bugfix_rl.evaluate.power import (VarianceComponents, design_variance, minimum_detectable_effect,
                                       required_units_t, seeds_needed, t_test_power, variance_components)
 from bugfix_rl.evaluate.stats import bootstrap_ci, mcnemar, pass_at_k_curve
-from bugfix_rl.plan import plan_lines, step_cost
-from bugfix_rl.stopping import signal_spent, stop_reason, validation_stalled
+from bugfix_rl.commands.plan import plan_lines, step_cost
+from bugfix_rl.run.stopping import signal_spent, stop_reason, validation_stalled
 
 ROOT = Path(__file__).resolve().parents[1]
 Z2 = 1.959963984540054**2

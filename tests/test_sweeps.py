@@ -10,9 +10,8 @@ import sys
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from bugfix_rl.cli import quote_labels
+from bugfix_rl.commands.sweeps import arm_overrides, quote_labels, single_job_note
 from bugfix_rl.config.resolvers import arm_label
-from bugfix_rl.sweeps import arm_overrides, single_job_note
 
 
 def _extra(*args: str) -> list[str]:
@@ -84,7 +83,7 @@ def _eval_json(folder, **splits) -> None:
 
 
 def test_a_sweeps_end_says_when_its_runs_printed_another_score_than_report_compares(tmp_path):
-    from bugfix_rl.sweeps import sweep_end_lines
+    from bugfix_rl.commands.sweeps import sweep_end_lines
 
     for seed in (0, 1):  # eval.test=false, eval.heldout_n > 0: each run printed validation pass@1
         _eval_json(tmp_path / "val" / f"a_seed{seed}_{seed}", validation={}, heldout={})

@@ -14,9 +14,7 @@ Ctrl-C prints one line (for train: the last checkpoint and the command that resu
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import shlex
 import sys
 from pathlib import Path
 
@@ -37,8 +35,6 @@ COMMANDS = {  # command -> what it does (`bugfix-rl --help`)
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # in the wheel; in the repo a link to the top-level conf/
 GROUPS = ("env", "policy", "algo", "logger", "exp", "ablation")
 ADDED_GROUPS = ("exp", "ablation")  # not in train's defaults list: `+exp=...`
-FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
-                    "--config-dir", "-cd", "--experimental-rerun", "--info", "-i"}
 NO_RUN_DIR = ("preflight", "starts", "bench")  # they write no files: Hydra makes no run dir for them
 EXIT_FAILED = 1  # a preflight or run failure
 EXIT_BAD_INPUT = 2
@@ -62,24 +58,14 @@ def _group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
-def _field_names(cls) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls)]
-
-
-def did_you_mean(word: str, choices) -> str:
-    """ "did you mean 'x'? " for the closest of `choices` to a mistyped `word`, else "" """
-    import difflib
-
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'? " if close else ""
-
-
 def _check_group(command: str, override, values: list[str]) -> None:
     """A config group override: one the command has (train's), added with `+` where the default config
     does not list it (exp, ablation), with a known option."""
+    from bugfix_rl.config.overrides import did_you_mean, field_names
+
     group = override.key_or_group
     if BODIES[command][1] != "train":
-        keys = ", ".join(_field_names(_schema_for(command)))
+        keys = ", ".join(field_names(_schema_for(command)))
         why = (": a checkpoint is evaluated in the env it was trained in (its stored config)"
                if command == "eval" and group == "env" else "")
         raise UserError(f"{command} takes no config groups ({group}={','.join(values)}){why}; its keys: {keys}")
@@ -92,71 +78,15 @@ def _check_group(command: str, override, values: list[str]) -> None:
             raise UserError(f"unknown {group} '{value}'; {did_you_mean(value, options)}valid: {', '.join(options)}")
 
 
-def _check_key(schema, key: str) -> None:
-    node = schema
-    parts = key.split(".")
-    for depth, part in enumerate(parts):
-        names = _field_names(node)
-        if part not in names:
-            where = ".".join(parts[:depth]) or "the top level"
-            hint = did_you_mean(part, names + (list(GROUPS) if depth == 0 else []))
-            raise UserError(f"unknown config key '{key}'; {hint}valid keys in {where}: {', '.join(names)}")
-        field = next(f for f in dataclasses.fields(node) if f.name == part)
-        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else None
-        if depth < len(parts) - 1:
-            if not dataclasses.is_dataclass(default):
-                raise UserError(f"'{'.'.join(parts[:depth + 1])}' has no sub-keys (in '{key}')")
-            node = type(default)
-
-
-def _check_value(schema, key: str, value: str) -> None:
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    from bugfix_rl.config import CHOICES
-
-    if key in CHOICES and value not in CHOICES[key]:
-        raise UserError(f"{key}={value} is not allowed; valid values: {', '.join(CHOICES[key])}")
-    try:
-        OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist([f"{key}={value}"]))
-    except OmegaConfBaseException as err:
-        reason = str(err).splitlines()[0]
-        raise UserError(f"bad value for '{key}': {reason}") from None
-
-
-def _plain_overrides(args: list[str]) -> list[str]:
-    """The `key=value` arguments, without Hydra's flags and their values."""
-    plain, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        if arg.startswith("-"):
-            skip = arg in FLAGS_WITH_VALUE and "=" not in arg
-            continue
-        plain.append(arg)
-    return plain
-
-
-def quote_labels(args: list[str]) -> list[str]:
-    """`reference=env.reward=hidden` or `ckpt=<sweep>/env.reward=hidden_seed0_0` as Hydra can parse them
-    (the value quoted): a sweep's arm label (sweeps.py), and so its run dirs, hold `=` (and `,` when
-    several keys vary), which Hydra reads as syntax; an unquoted value with `=` is never valid Hydra."""
-    quoted = []
-    for arg in args:
-        key, _, value = arg.partition("=")
-        plain = not arg.startswith("-") and value[:1] not in ("'", '"', "$", "[", "{")
-        quoted.append(f"{key}='{value}'" if plain and "=" in value and "'" not in value else arg)
-    return quoted
-
-
 def check_overrides(command: str, args: list[str]) -> None:
     """Validate Hydra overrides against the schema and the config groups (raises UserError)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
+    from bugfix_rl.config.overrides import check_key, check_value, plain_overrides
+
     schema = _schema_for(command)
-    plain = _plain_overrides(args)
+    plain = plain_overrides(args)
     try:
         overrides = OverridesParser.create().parse_overrides(plain)
     except HydraException as err:
@@ -170,109 +100,9 @@ def check_overrides(command: str, args: list[str]) -> None:
         if key in GROUPS:
             _check_group(command, override, values)
             continue
-        _check_key(schema, key)
+        check_key(schema, key, GROUPS)
         for value in values:
-            _check_value(schema, key, value)
-
-
-def resolve_resume(args: list[str]) -> tuple[list[str], list[str]]:
-    """(`args` with each `resume=<run dir>` value replaced by that run's last checkpoint (inputs.
-    resume_checkpoint), one line per replacement naming the checkpoint). Done before Hydra composes, so
-    the run dir's name (config.resumed_tag), the checks (inputs.check_resume), training and a Ctrl-C's
-    resume command all see the checkpoint file. A folder without checkpoints raises UserError."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from bugfix_rl.inputs import resume_checkpoint
-
-    resolved, notes, skip = [], [], False
-    for arg in args:
-        plain = not skip and not arg.startswith("-")
-        skip = not plain and arg in FLAGS_WITH_VALUE and "=" not in arg
-        override = OverridesParser.create().parse_override(arg) if plain else None
-        if override is None or override.key_or_group != "resume" or override.is_delete():
-            resolved.append(arg)
-            continue
-        values = list(override.sweep_string_iterator()) if override.is_sweep_override() else [override.value()]
-        files = [resume_checkpoint(value) if isinstance(value, str) else value for value in values]
-        for folder, file in zip(values, files):
-            if file != folder:
-                notes.append(f"resume={folder} is a run dir: resuming from its last checkpoint {file}")
-        if files == values:
-            resolved.append(arg)
-        else:
-            quoted = [f"'{file}'" if "'" not in file else file for file in files]
-            resolved.append(f"{arg.split('=', 1)[0]}={','.join(quoted)}")
-    return resolved, notes
-
-
-def check_composed(config_name: str, args: list[str], multirun: bool, command: str | None = None) -> None:
-    """Compose the config as Hydra will and validate its values, then what `command` reads and where it
-    writes (inputs.py; raises UserError or CheckpointError), before Hydra creates a run dir: bad input
-    leaves no folder behind. A sweep (-m) is checked run by run."""
-    import itertools
-
-    from hydra import compose, initialize_config_dir
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    from bugfix_rl.inputs import check_inputs, check_writable
-
-    choices = []  # per override: the `key=value` strings it stands for
-    for override in OverridesParser.create().parse_overrides(_plain_overrides(args)):
-        key = override.get_key_element()
-        if override.is_sweep_override():
-            values = list(override.sweep_string_iterator())
-            if not multirun:
-                raise UserError(f"{override.input_line} gives several values: add -m to run each one, "
-                                f"or write {key}=[{','.join(values)}] for one list value")
-            choices.append([f"{key}={value}" for value in values])
-        else:
-            choices.append([override.input_line])
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        for run in itertools.product(*choices):
-            try:
-                cfg = compose(config_name, overrides=list(run), return_hydra_config=True)
-            except HydraException as err:
-                raise UserError(f"cannot compose the config: {str(err).splitlines()[0]}") from None
-            output = _output_dir(cfg, multirun)
-            del cfg.hydra
-            obj = _to_object(cfg)
-            if command:
-                check_inputs(command, obj)
-            if output:
-                check_writable(output)
-
-
-def _output_dir(cfg, multirun: bool) -> str | None:
-    """The run dir (the sweep dir under -m) Hydra will create, or None where it creates none (`.`)."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    node = cfg.hydra.sweep if multirun else cfg.hydra.run
-    try:
-        folder = OmegaConf.to_container(node, resolve=True)["dir"]
-    except OmegaConfBaseException:  # an interpolation only a running job resolves: its fixed prefix
-        folder = str(OmegaConf.to_container(node, resolve=False)["dir"]).split("$", 1)[0] or "."
-    return None if folder in (".", "") else folder
-
-
-def _to_object(cfg):
-    from omegaconf import OmegaConf
-    from omegaconf.errors import MissingMandatoryValue
-
-    from bugfix_rl.config import ConfigError, validate
-
-    try:
-        obj = OmegaConf.to_object(cfg)
-    except MissingMandatoryValue as err:
-        key = getattr(err, "full_key", None) or str(err).splitlines()[0]
-        raise UserError(f"missing required value: pass {key}=<value>") from None
-    if hasattr(obj, "algo"):
-        try:
-            validate(obj)
-        except ConfigError as err:
-            raise UserError(str(err)) from None
-    return obj
+            check_value(schema, key, value)
 
 
 def _run_dir():
@@ -286,10 +116,11 @@ def _guarded(fn):
     from bugfix_rl.errors import CheckpointError
 
     def wrapper(cfg):
-        from bugfix_rl.distributed import LearnerRankFailed
+        from bugfix_rl.run.distributed import LearnerRankFailed
         from bugfix_rl.policy.chat_template import TokenPathMismatch
         from bugfix_rl.rollout.env_errors import RolloutFailed
-        from bugfix_rl.train import NonFiniteUpdate, PreflightFailed
+        from bugfix_rl.errors import PreflightFailed
+        from bugfix_rl.run.trainer import NonFiniteUpdate
 
         try:
             return fn(cfg)
@@ -300,97 +131,81 @@ def _guarded(fn):
     return wrapper
 
 
-def _resume_command(checkpoint: Path, arm: str) -> str:
-    """The command that continues this run from `checkpoint`: the same overrides (so the same config);
-    a sweep's arm label (sweeps.py) as the value it resolved to."""
-    from hydra.core.hydra_config import HydraConfig
-
-    overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("resume=")]
-    if any(o.startswith(("arm=${", "arm='${")) for o in overrides):
-        overrides = [o for o in overrides if not o.startswith("arm=")] + [f"arm='{arm}'"]
-    return shlex.join(["bugfix-rl", "train", *overrides, f"resume={checkpoint}"])
-
-
 def _train(cfg):
-    from bugfix_rl.console import print_outcome
-    from bugfix_rl.distributed import learner_ranks
-    from bugfix_rl.train import RunInterrupted, follow_run, run_training
+    from bugfix_rl.commands.train import train_command
+    from bugfix_rl.config import to_object
 
-    run_dir, cfg = _run_dir(), _to_object(cfg)
-    try:
-        with learner_ranks(cfg) as rank:
-            if rank > 0:  # under torchrun: a follower of rank 0, which writes the run dir
-                follow_run(cfg)
-                return
-            result = run_training(cfg, run_dir)
-    except RunInterrupted as err:
-        if err.checkpoint is None:
-            print(f"{err}, before the first checkpoint: nothing to resume ({run_dir})", file=sys.stderr)
-        else:
-            print(f"{err}; last checkpoint {err.checkpoint}; resume with: {_resume_command(err.checkpoint, cfg.arm)}",
-                  file=sys.stderr)
-        raise SystemExit(EXIT_INTERRUPTED) from None
-    print_outcome(result, run_dir)  # a sweep's end prints the report command (sweeps.SweepProgress)
+    if not train_command(to_object(cfg), _run_dir()):  # Ctrl-C: the resume command is printed
+        raise SystemExit(EXIT_INTERRUPTED)
 
 
 def _preflight(cfg):
-    from bugfix_rl.commands import preflight_command
+    from bugfix_rl.commands.preflight import preflight_command
+    from bugfix_rl.config import to_object
 
-    if not preflight_command(_to_object(cfg)):
+    if not preflight_command(to_object(cfg)):
         raise SystemExit(EXIT_FAILED)
 
 
 def _eval(cfg):
-    from bugfix_rl.commands import eval_command
+    from bugfix_rl.commands.eval import eval_command
+    from bugfix_rl.config import to_object
 
-    eval_command(_to_object(cfg))
+    eval_command(to_object(cfg))
 
 
 def _report(cfg):
-    from bugfix_rl.commands import report_command
+    from bugfix_rl.commands.report import report_command
+    from bugfix_rl.config import to_object
 
-    report_command(_to_object(cfg))
+    report_command(to_object(cfg))
 
 
 def _export(cfg):
-    from bugfix_rl.export import export_command
+    from bugfix_rl.commands.export import export_command
+    from bugfix_rl.config import to_object
 
-    export_command(_to_object(cfg))
+    export_command(to_object(cfg))
 
 
 def _sft(cfg):
-    from bugfix_rl.commands import sft_command
+    from bugfix_rl.commands.sft import sft_command
+    from bugfix_rl.config import to_object
 
-    sft_command(_to_object(cfg), _run_dir())
+    sft_command(to_object(cfg), _run_dir())
 
 
 def _bench(cfg):
-    from bugfix_rl.bench import bench_command
+    from bugfix_rl.commands.bench import bench_command
+    from bugfix_rl.config import to_object
 
-    bench_command(_to_object(cfg))
+    bench_command(to_object(cfg))
 
 
 def _simulate(cfg):
-    from bugfix_rl.simulate import simulate_command
+    from bugfix_rl.commands.simulate import simulate_command
+    from bugfix_rl.config import to_object
 
     try:
-        simulate_command(_to_object(cfg))
+        simulate_command(to_object(cfg))
     except ValueError as err:
         raise UserError(str(err)) from None
 
 
 def _starts(cfg):
-    from bugfix_rl.commands import starts_command
+    from bugfix_rl.commands.starts import starts_command
+    from bugfix_rl.config import to_object
 
-    starts_command(_to_object(cfg))
+    starts_command(to_object(cfg))
 
 
 def _plan(cfg):
+    from bugfix_rl.commands.plan import plan_command
+    from bugfix_rl.config import to_object
     from bugfix_rl.evaluate.ablation import ReportError
-    from bugfix_rl.plan import plan_command
 
     try:
-        plan_command(_to_object(cfg))
+        plan_command(to_object(cfg))
     except (ValueError, ReportError) as err:
         raise UserError(str(err)) from None
 
@@ -409,6 +224,7 @@ def print_help(command: str, args: list[str]) -> None:
     from omegaconf import OmegaConf
 
     from bugfix_rl.config import register_configs
+    from bugfix_rl.config.overrides import plain_overrides
     from bugfix_rl.help import config_help
 
     register_configs()
@@ -416,7 +232,7 @@ def print_help(command: str, args: list[str]) -> None:
     try:
         check_overrides(command, args)
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name, overrides=_plain_overrides(args))
+            cfg = compose(config_name, overrides=plain_overrides(args))
     except UserError as err:
         fail(str(err))
     except HydraException as err:
@@ -454,18 +270,24 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"BUGFIX_RL_KERNELS={requested_mode()} is not one of: {', '.join(MODES)}")
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         if argv and argv[0] not in ("-h", "--help"):
+            from bugfix_rl.config.overrides import did_you_mean
+
             print(f"error: unknown command '{argv[0]}'; {did_you_mean(argv[0], COMMANDS)}valid: {', '.join(COMMANDS)}",
                   file=sys.stderr)
             raise SystemExit(EXIT_BAD_INPUT)
         print(usage())
         return
+    from bugfix_rl.commands.sweeps import quote_labels
+
     command, rest = argv[0], quote_labels(argv[1:])
     if {"-h", "--help"} & set(rest):
         print_help(command, [arg for arg in rest if arg not in ("-h", "--help")])
         return
-    from bugfix_rl.errors import CheckpointError
+    from bugfix_rl.commands.inputs import check_composed, recipe_hint
+    from bugfix_rl.commands.train import resolve_resume
     from bugfix_rl.config import register_configs
-    from bugfix_rl.inputs import recipe_hint
+    from bugfix_rl.config.overrides import plain_overrides
+    from bugfix_rl.errors import CheckpointError
 
     register_configs()
     body, config_name = BODIES[command]
@@ -476,13 +298,13 @@ def main(argv: list[str] | None = None) -> None:
         check_overrides(command, rest)
         rest, notes = resolve_resume(rest) if command == "train" else (rest, [])
         if flags <= {"-m", "--multirun"}:  # --help, --cfg and other Hydra flags are left to Hydra
-            check_composed(config_name, rest, multirun=bool(flags), command=command)
+            check_composed(CONF_DIR, config_name, rest, multirun=bool(flags), command=command)
         if command == "train" and flags & {"-m", "--multirun"}:
             from hydra.core.override_parser.overrides_parser import OverridesParser
 
-            from bugfix_rl.sweeps import arm_overrides, single_job_note
+            from bugfix_rl.commands.sweeps import arm_overrides, single_job_note
 
-            parsed = OverridesParser.create().parse_overrides(_plain_overrides(rest))
+            parsed = OverridesParser.create().parse_overrides(plain_overrides(rest))
             if single_job_note(parsed):
                 print(f"note: {single_job_note(parsed)}", file=sys.stderr)
             rest = arm_overrides(parsed) + rest
@@ -490,7 +312,7 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(err))
     for note in notes:  # once the checks passed: bad input stays one line
         print(note, file=sys.stderr)
-    hint = recipe_hint(command, _plain_overrides(rest))
+    hint = recipe_hint(command, plain_overrides(rest))
     if hint:
         print(f"note: {hint}", file=sys.stderr)
     import hydra

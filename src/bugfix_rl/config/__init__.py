@@ -20,13 +20,13 @@ from bugfix_rl.config.policy import BaseRecipeConfig, PolicyConfig, ToolsBaseRec
 from bugfix_rl.config.resolvers import register_resolvers, resumed_tag
 from bugfix_rl.config.run import (BenchConfig, ColdStartConfig, EvalConfig, LoggerConfig, RolloutConfig, StartsConfig,
                                   StopConfig, TrainConfig, TrainerConfig)
-from bugfix_rl.config.validate import CHOICES, POSITIVE, ConfigError, validate
+from bugfix_rl.config.validate import CHOICES, POSITIVE, ConfigError, to_object, validate
 
 __all__ = ["AlgoConfig", "BaseRecipeConfig", "BenchConfig", "CHOICES", "ColdStartConfig", "ComputeBudget",
            "ConfigError", "EnvConfig", "EvalCommandConfig", "EvalConfig", "ExportConfig", "LoggerConfig", "POSITIVE",
            "PlanConfig", "PolicyConfig", "ReportConfig", "RolloutConfig", "SandboxLimits", "SimulateConfig",
            "StartsConfig", "StopConfig", "ToolsBaseRecipeConfig", "TrainConfig", "TrainerConfig", "TurnCreditConfig",
-           "register_configs", "resumed_tag", "set_dotted", "validate"]
+           "register_configs", "resumed_tag", "set_dotted", "to_object", "validate"]
 
 
 def register_configs() -> None:

@@ -27,7 +27,7 @@ class EvalCommandConfig:
 
 @dataclass
 class ExportConfig:
-    """`bugfix-rl export`: a trained policy in the Hugging Face layout (src/bugfix_rl/export.py)."""
+    """`bugfix-rl export`: a trained policy in the Hugging Face layout (src/bugfix_rl/commands/export.py)."""
 
     ckpt: str = MISSING  # a checkpoint file, or a finished run dir (its chosen checkpoint, as eval picks it)
     out: str = MISSING  # the folder to write; must not exist yet, or be empty
@@ -78,7 +78,7 @@ class PlanConfig:
 class SimulateConfig:
     """`bugfix-rl simulate`: a rollout-pipeline workload (defaults: design-review question 18's cluster).
 
-    The model behind each field is described in src/bugfix_rl/simulate.py; times are in seconds.
+    The model behind each field is described in src/bugfix_rl/commands/simulate.py; times are in seconds.
     """
 
     workers: int = 320  # episodes in flight at most (engine sequence slots, one container each)

@@ -63,7 +63,7 @@ class StopConfig:
     collapse: str = "warn"  # the collapse alarm (stopping.collapse_reason): warn (stderr + dashboard) | stop (also end the run) | off
     collapse_window: int = 3  # steps in a row the collapse condition must hold
     collapse_entropy: float = 0.01  # policy entropy (nats per policy token) below which the policy counts as deterministic
-    malformed_window: int = 20  # steps the malformed-call alarm fits its trend over (alarms.py); 0 = no alarm
+    malformed_window: int = 20  # steps the malformed-call alarm fits its trend over (run/alarms.py); 0 = no alarm
     malformed_rise: float = 0.2  # alarm when malformed calls per episode rise by this much over the window (and t > 2)
     malformed_stop: bool = False  # end the run when the malformed-call alarm is on (else it warns only)
     kl_mu_prox_max: float = 0.05  # the mismatch alarm: warn when a step's KL(mu || pi_prox) per policy token (kl_mu_prox) exceeds this; 0 = no alarm
@@ -106,7 +106,7 @@ class RolloutConfig:
 
 @dataclass
 class TrainerConfig:
-    """The learner's processes (src/bugfix_rl/learner.py, algo/data_parallel.py, docs/SCALING.md).
+    """The learner's processes (src/bugfix_rl/run/learner.py, algo/data_parallel.py, docs/SCALING.md).
 
     strategy=single trains in this process. ddp and fsdp share each minibatch's rows among
     world_size ranks with a global loss normaliser, so N ranks give the one-process update: ddp holds
@@ -123,7 +123,7 @@ class TrainerConfig:
 
 @dataclass
 class BenchConfig:
-    """`bugfix-rl bench`: the configured rollout path vs one process (src/bugfix_rl/bench.py)."""
+    """`bugfix-rl bench`: the configured rollout path vs one process (src/bugfix_rl/commands/bench.py)."""
 
     repeats: int = 3  # interleaved repeats of each path; best and median are printed
     steps: int = 10  # training steps timed per repeat (0: sampling block only)

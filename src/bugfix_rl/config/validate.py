@@ -1,10 +1,13 @@
 """`validate`: the values a schema's types cannot check: those from a fixed set (CHOICES, which the CLI
 also checks override by override), those that must be positive, and the combinations that do not go
-together. Each failure is a ConfigError whose message is one line naming the key and what is allowed."""
+together. Each failure is a ConfigError whose message is one line naming the key and what is allowed;
+to_object turns a composed config into its dataclass and validates it, for the CLI (a UserError)."""
 
 from __future__ import annotations
 
 import math
+
+from bugfix_rl.errors import UserError
 
 
 class ConfigError(ValueError):
@@ -151,3 +154,22 @@ def _validate_trainer(cfg) -> None:
     if trainer.world_size > 1 and (cfg.rollout.workers > 0 or cfg.rollout.max_staleness > 0):
         raise ConfigError("a sharded learner (trainer.world_size > 1) samples in rank 0's process: use "
                           "rollout.workers=0 and rollout.max_staleness=0 with it")
+
+
+def to_object(cfg):
+    """A composed config (Hydra's DictConfig) as its schema's dataclass, a train config validated: a
+    missing required value or a value `validate` refuses is a UserError (one line)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import MissingMandatoryValue
+
+    try:
+        obj = OmegaConf.to_object(cfg)
+    except MissingMandatoryValue as err:
+        key = getattr(err, "full_key", None) or str(err).splitlines()[0]
+        raise UserError(f"missing required value: pass {key}=<value>") from None
+    if hasattr(obj, "algo"):
+        try:
+            validate(obj)
+        except ConfigError as err:
+            raise UserError(str(err)) from None
+    return obj

@@ -1,6 +1,6 @@
 """What a command reads and writes, checked before Hydra creates its run dir (issue 38).
 
-cli.check_composed runs `check_inputs` on each composed config (each run of a sweep), so a bad input
+check_composed runs `check_inputs` on each composed config (each run of a sweep), so a bad input
 is one line, exit 2, and no folder: a `resume=` or `policy.init=` checkpoint that is missing, corrupt,
 without resume state, trained on another env or not fitting the configured policy; a Qwen3 model that
 is neither local nor cached; `starts` settings; an output dir that cannot be created; a `resume=` folder
@@ -31,6 +31,58 @@ def recipe_hint(command: str, overrides: list[str]) -> str | None:
         return (f"env={env[-1]} alone keeps the edit menu's policy settings, which do not learn this env;"
                 f" the recipe that learns it is `bugfix-rl train {ENV_RECIPE[env[-1]]}` (docs/TOOLS.md)")
     return None
+
+
+def check_composed(conf_dir: Path, config_name: str, args: list[str], multirun: bool, command: str | None = None) -> None:
+    """Compose the config (`config_name` in `conf_dir`) as Hydra will and validate its values, then what
+    `command` reads and where it writes (raises UserError or CheckpointError), before Hydra creates a run
+    dir: bad input leaves no folder behind. A sweep (-m) is checked run by run."""
+    import itertools
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from bugfix_rl.config import to_object
+    from bugfix_rl.config.overrides import plain_overrides
+
+    choices = []  # per override: the `key=value` strings it stands for
+    for override in OverridesParser.create().parse_overrides(plain_overrides(args)):
+        key = override.get_key_element()
+        if override.is_sweep_override():
+            values = list(override.sweep_string_iterator())
+            if not multirun:
+                raise UserError(f"{override.input_line} gives several values: add -m to run each one, "
+                                f"or write {key}=[{','.join(values)}] for one list value")
+            choices.append([f"{key}={value}" for value in values])
+        else:
+            choices.append([override.input_line])
+    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+        for run in itertools.product(*choices):
+            try:
+                cfg = compose(config_name, overrides=list(run), return_hydra_config=True)
+            except HydraException as err:
+                raise UserError(f"cannot compose the config: {str(err).splitlines()[0]}") from None
+            output = _output_dir(cfg, multirun)
+            del cfg.hydra
+            obj = to_object(cfg)
+            if command:
+                check_inputs(command, obj)
+            if output:
+                check_writable(output)
+
+
+def _output_dir(cfg, multirun: bool) -> str | None:
+    """The run dir (the sweep dir under -m) Hydra will create, or None where it creates none (`.`)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    node = cfg.hydra.sweep if multirun else cfg.hydra.run
+    try:
+        folder = OmegaConf.to_container(node, resolve=True)["dir"]
+    except OmegaConfBaseException:  # an interpolation only a running job resolves: its fixed prefix
+        folder = str(OmegaConf.to_container(node, resolve=False)["dir"]).split("$", 1)[0] or "."
+    return None if folder in (".", "") else folder
 
 
 def check_inputs(command: str, cfg) -> None:

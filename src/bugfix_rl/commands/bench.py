@@ -24,7 +24,7 @@ import time
 import torch
 from rich.table import Table
 
-from bugfix_rl.commands import configured_policy
+from bugfix_rl.commands.configured_policy import configured_policy
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.rollout.collect import draw_step_tasks
 from bugfix_rl.rollout.pool import InlinePool, make_pool
@@ -40,7 +40,7 @@ def _sampling_seconds(pool, tasks, algo, seed: int) -> tuple[float, int]:
 
 def _step_seconds(cfg, model, tokenizer, make_env, steps: int) -> float:
     """Median seconds per training step after one warm-up step (the pool's start-up not counted)."""
-    from bugfix_rl.train import Trainer
+    from bugfix_rl.run.trainer import Trainer
 
     torch.set_num_threads(cfg.threads)
     trainer = Trainer(cfg, copy.deepcopy(model), tokenizer, make_env, torch.Generator().manual_seed(cfg.seed))
@@ -70,7 +70,7 @@ def _summary(seconds: list[float]) -> str:
 
 
 def bench_command(cfg) -> dict:
-    from bugfix_rl.train import cold_start
+    from bugfix_rl.recipes.cold_start import cold_start
 
     from bugfix_rl.progress import PhaseProgress
 

@@ -6,7 +6,9 @@ every run the arm `default`, and the report kept one run per seed and dropped th
 that varies keys other than `seed`, and does not set `arm=` itself, gets one more override: its arm is
 the run's own values of the swept keys (`env.reward=hidden`; with `+ablation=kl,sft` too:
 `kl,env.reward=hidden`), read from Hydra's per-job `override_dirname` restricted to the swept keys.
-The resolver itself, arm_label, is config's (config/resolvers.py), registered with the schemas.
+The resolver itself, arm_label, is config's (config/resolvers.py), registered with the schemas; such
+a label as a value on a later command line (`report reference=...`, `eval ckpt=...`) is quoted for
+Hydra by quote_labels.
 """
 
 from __future__ import annotations
@@ -40,6 +42,18 @@ def single_job_note(overrides) -> str | None:
         return None
     return ("-m with no key=a,b values runs one job (laid out as a sweep); give values to sweep"
             " (e.g. seed=0,1,2 -m) or drop -m for a single run")
+
+
+def quote_labels(args: list[str]) -> list[str]:
+    """`reference=env.reward=hidden` or `ckpt=<sweep>/env.reward=hidden_seed0_0` as Hydra can parse them
+    (the value quoted): a sweep's arm label, and so its run dirs, hold `=` (and `,` when several keys
+    vary), which Hydra reads as syntax; an unquoted value with `=` is never valid Hydra."""
+    quoted = []
+    for arg in args:
+        key, _, value = arg.partition("=")
+        plain = not arg.startswith("-") and value[:1] not in ("'", '"', "$", "[", "{")
+        quoted.append(f"{key}='{value}'" if plain and "=" in value and "'" not in value else arg)
+    return quoted
 
 
 SCORE_NAMES = {"heldout": "held-out", "test": "test", "validation": "validation"}

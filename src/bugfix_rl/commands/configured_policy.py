@@ -1,0 +1,26 @@
+"""The policy, tokenizer and env as the train config builds them, for the commands that run the policy
+outside training (preflight, sft, bench)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+
+
+@contextmanager
+def configured_policy(cfg):
+    """(policy, tokenizer, make_env) as the train config builds them, with torch's threads set; the env
+    (its sandbox, for env=tools) is closed on exit."""
+    from bugfix_rl.progress import PhaseProgress
+    from bugfix_rl.gym.envs import make_env_factory
+    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+
+    torch.set_num_threads(cfg.threads)
+    tokenizer = build_tokenizer_for(cfg)
+    make_env, close_env = make_env_factory(cfg.env)
+    try:
+        progress = PhaseProgress(bars=cfg.logger.console)
+        yield build_policy(cfg.policy, tokenizer, env_cfg=cfg.env, progress=progress), tokenizer, make_env
+    finally:
+        close_env()
