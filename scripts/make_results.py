@@ -154,7 +154,7 @@ def behaviour_section(run: Path, seed: int = 5, n: int = 32) -> list[str]:
 
 def starts_section(n: int = 16, group_size: int = 8, seed: int = 1) -> list[str]:
     """The book's §19.2 comparison of starting policies: `bugfix-rl starts` with its defaults."""
-    from bugfix_rl.commands import starting_policy
+    from bugfix_rl.commands.starts import starting_policy
     from bugfix_rl.evaluate.starts import profile_policy, profiles_markdown
 
     cfg = TrainConfig()

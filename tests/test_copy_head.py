@@ -344,7 +344,8 @@ def test_preflight_passes_on_the_tools_env_with_the_copy_head():
     its shipped RL base, whose groups already carry a signal."""
     from hydra import compose, initialize_config_dir
 
-    from bugfix_rl.cli import CONF_DIR, _to_object
+    from bugfix_rl.cli import CONF_DIR
+    from bugfix_rl.config import to_object
     from bugfix_rl.config import register_configs
     from bugfix_rl.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
@@ -353,7 +354,7 @@ def test_preflight_passes_on_the_tools_env_with_the_copy_head():
     torch.set_num_threads(1)
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = _to_object(compose("train", overrides=["+exp=tools", "algo.prompts_per_step=4"]))
+        cfg = to_object(compose("train", overrides=["+exp=tools", "algo.prompts_per_step=4"]))
     assert cfg.policy.copy_head and cfg.env.name == "tools"
     tokenizer = build_tokenizer_for(cfg)
     model = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
