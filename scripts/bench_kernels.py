@@ -24,7 +24,7 @@ import bugfix_rl
 import torch
 from bugfix_rl.checkpoint import load_checkpoint, load_model_state
 from bugfix_rl.config import TrainConfig
-from bugfix_rl.envs import make_env_factory
+from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.kernels import kernel_signature
 from bugfix_rl.policy.rl_base import architecture, new_tiny_agent

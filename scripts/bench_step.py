@@ -33,7 +33,7 @@ import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch 
 import torch
 
 from bugfix_rl.config import TrainConfig
-from bugfix_rl.envs import make_env_factory
+from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.rl_base import make_rl_base
 from bugfix_rl.policy.tokenizer import build_tokenizer

@@ -87,7 +87,7 @@ def graded(task_name: str, text: str) -> float:
 def timed_steps(cfg, steps: int, seed: int) -> dict:
     """Seconds and generated tokens of `steps` training steps of our Trainer on `cfg`'s policy (the
     first step, a warm-up, is not counted); with the policy's parameter count."""
-    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
     from bugfix_rl.train import Trainer
 

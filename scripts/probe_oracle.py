@@ -25,8 +25,8 @@ import torch
 
 from bugfix_rl.algo.update import token_logprobs
 from bugfix_rl.checkpoint import CheckpointError
-from bugfix_rl.envs import make_env_factory, oracle_for
 from bugfix_rl.evaluate.checkpoint_eval import load_policy
+from bugfix_rl.gym.envs import make_env_factory, oracle_for
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.rollout.sampler import scripted_episode
 from bugfix_rl.rollout.trajectory import collate

@@ -45,12 +45,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch  # noqa: E402
 
+from bugfix_rl.algo.advantage_stage import compute_advantages  # noqa: E402
 from bugfix_rl.config import TrainConfig  # noqa: E402
-from bugfix_rl.envs import make_env_factory  # noqa: E402
+from bugfix_rl.gym.envs import make_env_factory  # noqa: E402
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for  # noqa: E402
 from bugfix_rl.rollout.collect import collect_step  # noqa: E402
 from bugfix_rl.rollout.trajectory import collate  # noqa: E402
-from bugfix_rl.algo.advantage_stage import compute_advantages  # noqa: E402
 from bugfix_rl.train import Trainer  # noqa: E402
 
 HUB_ID = "Qwen/Qwen3-0.6B"

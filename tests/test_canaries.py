@@ -1,8 +1,8 @@
-"""Canary tasks (issue 39, must-show 2; src/bugfix_rl/canaries.py): unsolvable tasks whose reward is a
-measured hack rate. No honest version of a canary passes a hidden test or every public test; the exploit
-passes the public ones, so the `public` reward pays it and only it; preflight fails when an honest
-scripted policy earns on a canary; a training run logs canary_reward (with its interval) every step in
-both envs, and its canary groups change nothing it trains on."""
+"""Canary tasks (issue 39, must-show 2; src/bugfix_rl/gym/canaries.py and evaluate/canary_reward.py):
+unsolvable tasks whose reward is a measured hack rate. No honest version of a canary passes a hidden test
+or every public test; the exploit passes the public ones, so the `public` reward pays it and only it;
+preflight fails when an honest scripted policy earns on a canary; a training run logs canary_reward (with
+its interval) every step in both envs, and its canary groups change nothing it trains on."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from bugfix_rl import canaries, cli
-from bugfix_rl.canaries import (canary_groups, canary_metrics, canary_tasks, exploit_policy, honest_canary_episodes,
-                                is_canary, play)
+from bugfix_rl import cli
 from bugfix_rl.checkpoint import load_checkpoint
 from bugfix_rl.config import ConfigError, TrainConfig, validate
-from bugfix_rl.envs import make_env_factory
+from bugfix_rl.evaluate import canary_reward
+from bugfix_rl.evaluate.canary_reward import canary_groups, canary_metrics, honest_canary_episodes
+from bugfix_rl.gym.canaries import canary_tasks, exploit_policy, is_canary, play
+from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.gym.ops import code_states
 from bugfix_rl.gym.tasks import FIX_OPS, make_tasks
-from bugfix_rl.preflight import CANARY, check_canaries
+from bugfix_rl.run.preflight import CANARY, check_canaries
 
 ENVS = ("edit_menu", "tools")
 
@@ -97,7 +98,7 @@ def test_preflight_fails_when_an_honest_policy_earns_on_a_canary(monkeypatch):
     try:
         assert check_canaries("edit_menu", make_env)[CANARY]["ok"]
         solvable = make_tasks("train")[0]
-        monkeypatch.setattr(canaries, "canary_tasks", lambda: canary_tasks() + (solvable,))
+        monkeypatch.setattr(canary_reward, "canary_tasks", lambda: canary_tasks() + (solvable,))
         check = check_canaries("edit_menu", make_env)[CANARY]
     finally:
         close()

@@ -157,7 +157,7 @@ def test_shared_identifier_embedding_hides_which_name():
 def test_sampler_and_trainer_log_probs_are_equal():
     """Token-in/token-out with the copy head: episodes sampled with the KV cache in the tools env, then
     the trainer's full pass over the same ids gives the sampler's log-probs."""
-    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_tokenizer_for
     from bugfix_rl.rollout.sampler import sample_episodes
 
@@ -243,7 +243,7 @@ def test_rl_tasks_with_renamed_operands_keep_their_tests_and_never_use_a_heldout
 
 def test_the_trainer_samples_renamed_copies_when_asked():
     """env.rename_operands reaches the tasks each step's groups are sampled on (edit menu: fast)."""
-    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
     from bugfix_rl.train import Trainer
 
@@ -347,7 +347,7 @@ def test_preflight_passes_on_the_tools_env_with_the_copy_head():
     from bugfix_rl.cli import CONF_DIR
     from bugfix_rl.config import to_object
     from bugfix_rl.config import register_configs
-    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
     from bugfix_rl.preflight import run_preflight
 
@@ -429,7 +429,7 @@ def test_the_oracle_probe_scores_each_policy_token_of_the_oracles_episode():
     import importlib.util
     from pathlib import Path
 
-    from bugfix_rl.envs import make_env_factory, oracle_for
+    from bugfix_rl.gym.envs import make_env_factory, oracle_for
     from bugfix_rl.policy.build import build_tokenizer_for
 
     path = Path(__file__).parents[1] / "scripts" / "probe_oracle.py"

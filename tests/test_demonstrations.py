@@ -13,7 +13,7 @@ import torch
 from bugfix_rl import cli
 from bugfix_rl.algo.sft import sft_train
 from bugfix_rl.config import TrainConfig
-from bugfix_rl.envs import make_env_factory
+from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.rollout.collect import sample_groups

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from bugfix_rl.config import TrainConfig
-from bugfix_rl.envs import env_sandbox, make_env_factory
 from bugfix_rl.gym import generator
+from bugfix_rl.gym.envs import env_sandbox, make_env_factory
 from bugfix_rl.gym.generator import template_id, training_pool
 from bugfix_rl.gym.shape_variants import shape_variant
 from bugfix_rl.gym.task_checks import op_problem

@@ -8,6 +8,8 @@ import re
 import pytest
 
 from bugfix_rl.gym import ops
+from bugfix_rl.gym.agents.scripted import OraclePolicy
+from bugfix_rl.gym.agents.scripted_tools import ToolsOraclePolicy
 from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.generator import CONSTANTS, NAMES, generated_tasks, shapes_module_text, shapes_tasks, template_id
 from bugfix_rl.gym.shape_variants import unseen_heldout_line_shapes
@@ -15,8 +17,6 @@ from bugfix_rl.gym.task_checks import task_problems
 from bugfix_rl.gym.tasks import ALL_TASKS, FAMILIES, FIX_OPS, Task, make_tasks, operand_names
 from bugfix_rl.gym.templates import RESERVED_TEMPLATES, TRAINING_TEMPLATES
 from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
-from bugfix_rl.policy.scripted import OraclePolicy
-from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
 from sandboxes import start_sandbox
 
 N_GENERATED = 1000

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
+from bugfix_rl.gym.agents.scripted import OraclePolicy, RandomOpPolicy
 from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv, parse_call
 from bugfix_rl.gym.ops import code_states
 from bugfix_rl.gym.tasks import ALL_TASKS, FAMILIES, FIX_OPS, make_tasks
-from bugfix_rl.policy.scripted import OraclePolicy, RandomOpPolicy
 from bugfix_rl.rollout.sampler import scripted_episode
 
 

@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bugfix_rl.gym import ops
+from bugfix_rl.gym.agents.scripted import OraclePolicy
+from bugfix_rl.gym.agents.scripted_tools import ToolsOraclePolicy
 from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.tasks import ALL_TASKS, Task
 from bugfix_rl.gym.tools.calls import ToolCall
@@ -20,8 +22,6 @@ from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.gym.tools.repo import renamed_source, source_file
 from bugfix_rl.gym.tools.syntax_compact import parse_compact_turn
 from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
-from bugfix_rl.policy.scripted import OraclePolicy
-from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
 from bugfix_rl.policy.tokenizer import OutOfSlots, Tokenizer, build_tokenizer
 from bugfix_rl.rollout.sampler import sample_episodes, scripted_episode

@@ -23,7 +23,7 @@ from bugfix_rl.algo import objective, update
 from bugfix_rl.algo.objective import AGGREGATIONS
 from bugfix_rl.algo.update import policy_update, token_logprobs
 from bugfix_rl.config import TrainConfig
-from bugfix_rl.envs import make_env_factory
+from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.preflight import BOUNDS, check_batch, first_batch
 from bugfix_rl.rollout.trajectory import collate

@@ -54,7 +54,7 @@ def test_preset_composes_with_its_name_and_command(preset):
 
 @pytest.fixture(scope="module")
 def base_batch():
-    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 
     torch.set_num_threads(1)  # the tiny model gains nothing from a second thread on a shared machine

@@ -12,7 +12,7 @@ from conftest_qwen import QWEN_OVERRIDES, qwen_config, run_cli, tiny_qwen, tiny_
 from logprob_checks import sampler_and_trainer_logprobs
 
 from bugfix_rl.algo.sft import sft_train
-from bugfix_rl.envs import make_env_factory, oracle_for
+from bugfix_rl.gym.envs import make_env_factory, oracle_for
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.rollout.collect import sample_groups

@@ -10,12 +10,12 @@ import pytest
 from scripted_draws import Scripted
 
 from bugfix_rl.config import ConfigError, EnvConfig, TrainConfig, validate
-from bugfix_rl.envs import make_env_factory
 from bugfix_rl.gym.edit_menu import EditMenuEnv
+from bugfix_rl.gym.envs import make_env_factory
+from bugfix_rl.gym.regrade import (Regrade, flake_rate_from_disagreement, graded_rewards, grading_metrics, majority,
+                                   majority_error, pair_disagreement)
 from bugfix_rl.gym.rewards import RewardSpec
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.regrade import (Regrade, flake_rate_from_disagreement, graded_rewards, grading_metrics, majority,
-                               majority_error, pair_disagreement)
 
 TASKS = make_tasks("train")
 

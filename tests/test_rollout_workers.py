@@ -12,7 +12,7 @@ import torch
 
 from bugfix_rl.algo.update import token_logprobs
 from bugfix_rl.config import ConfigError, validate
-from bugfix_rl.envs import make_env_factory
+from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.rollout.collect import sample_groups

@@ -105,7 +105,7 @@ def test_dynamic_sampling_stops_when_no_group_is_degenerate():
 def test_trainer_row_counts_sampled_episodes_vs_kept_64(tmp_path):
     """The real pipeline: RL base, 8 tasks x 8 episodes, dynamic sampling on (at most 2 rounds)."""
     from bugfix_rl.config import TrainConfig
-    from bugfix_rl.envs import make_env_factory
+    from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
     from bugfix_rl.train import Trainer
 

@@ -7,6 +7,7 @@ import pytest
 
 from bugfix_rl.config import EnvConfig
 
+from bugfix_rl.gym.agents.scripted_tools import RandomWordsPolicy, ToolsOraclePolicy, edit_words
 from bugfix_rl.gym.ops import hardcode_tests
 from bugfix_rl.gym.tasks import ALL_TASKS, task_by_name
 from bugfix_rl.gym.tools.calls import COMPACT_FAILURE_KINDS, FAILURE_KINDS, JSON_ONLY_FAILURES
@@ -14,7 +15,6 @@ from bugfix_rl.gym.tools.code_words import code_to_words
 from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig, ToolsEpisodeInfo, make_tools_env_factory
 from bugfix_rl.gym.tools.repo import make_repo
 from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
-from bugfix_rl.policy.scripted_tools import RandomWordsPolicy, ToolsOraclePolicy, edit_words
 from bugfix_rl.policy.tokenizer import SPECIALS, build_tokenizer
 from bugfix_rl.rollout.sampler import scripted_episode
 from sandboxes import start_sandbox

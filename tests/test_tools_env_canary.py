@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from bugfix_rl.gym.agents.scripted_tools import ToolsOraclePolicy
 from bugfix_rl.gym.edit_menu import RENAME_POOL
 from bugfix_rl.gym.shape_variants import shape_variant
 from bugfix_rl.gym.tasks import (
@@ -16,7 +17,6 @@ from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.gym.tools.leaks import hidden_input_canaries
 from bugfix_rl.gym.tools.repo import apply_op_or_none, make_repo
 from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
-from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
 from bugfix_rl.policy.tokenizer import build_tokenizer
 from bugfix_rl.rollout.sampler import scripted_episode
 from sandboxes import start_sandbox

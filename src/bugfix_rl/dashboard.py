@@ -121,7 +121,7 @@ def dashboard_figure(rows: list[dict], title: str = "", validation: dict | None 
     checkpoint (`validation`: step -> evaluate_split result); behaviour; policy entropy and degenerate
     groups; update size (approx_kl, clip_frac, log scale); gradient norm (and skipped steps); sampler-
     trainer consistency (symlog); staleness when the run has any (`_has_staleness`); canary_reward (the
-    reward paid on unsolvable canary tasks, canaries.py) in the outcome panel with its 95% band; episodes masked for
+    reward paid on unsolvable canary tasks, evaluate/canary_reward.py) in the outcome panel with its 95% band; episodes masked for
     infrastructure failures and the groups that dropped out, when any were. A series that
     lies on top of another (reward and pass_rate with hidden-test rewards) is drawn dashed with markers."""
     import matplotlib

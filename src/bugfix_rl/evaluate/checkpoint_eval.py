@@ -102,8 +102,8 @@ def pass_at_ks(counts: torch.Tensor, n: int, ks=KS) -> dict[str, dict]:
 def evaluate_policy(policy: LoadedPolicy, split: str, n: int, seed: int, top: int,
                     explain_below: float | None = None) -> dict:
     """Sample n episodes per task of `split` and summarise them (counts, pass@k, behaviour, sequences)."""
-    from bugfix_rl.envs import make_env_factory, oracle_for
     from bugfix_rl.evaluate.episodes import failure_analysis
+    from bugfix_rl.gym.envs import make_env_factory, oracle_for
 
     tasks = make_tasks(split)
     cfg = policy.cfg

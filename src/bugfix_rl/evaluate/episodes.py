@@ -47,7 +47,7 @@ def transcript(task_name: str, trajectory, tokenizer) -> str:
 
 def oracle_rule(task) -> str:
     """The keyword rule behind the edit-menu oracle's op for this task, in words."""
-    from bugfix_rl.policy.scripted import infer_op
+    from bugfix_rl.gym.agents.scripted import infer_op
 
     words = code_states(task)[None].compact.split()
     op = infer_op(words)

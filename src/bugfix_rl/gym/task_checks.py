@@ -23,12 +23,12 @@ constant that vocabulary lacks.
 
 from __future__ import annotations
 
+from bugfix_rl.gym.agents.scripted import OraclePolicy
+from bugfix_rl.gym.agents.scripted_tools import ToolsOraclePolicy
 from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.ops import code_states
 from bugfix_rl.gym.tasks import FIX_OPS, Task
 from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
-from bugfix_rl.policy.scripted import OraclePolicy
-from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
 from bugfix_rl.sandbox import CallResult, RunResult, grade_many
 
 

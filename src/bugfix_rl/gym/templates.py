@@ -16,7 +16,7 @@ expression in `I` drawn from `terms`). The generator then injects the family's b
 
 `mirror` templates may also be drawn mirrored (min <-> max, `>=` <-> `<=`, `>` <-> `<`): another
 function, the same bug.
-Families stay apart for the ops and the oracle's keyword rule (policy/scripted.infer_op): only minmax
+Families stay apart for the ops and the oracle's keyword rule (gym/agents/scripted.infer_op): only minmax
 bodies call min/max, only range bodies call range (once, with no parentheses inside), only zero bodies
 divide with `//` (by a parameter, first), only compare bodies compare with `<`/`>`; init bodies have
 none of these. Every loop ends on every input of its kinds, under every op (the edit menu runs all

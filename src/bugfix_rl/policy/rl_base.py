@@ -26,11 +26,11 @@ import torch
 
 from bugfix_rl.algo.sft import sft_train
 from bugfix_rl.checkpoint import CheckpointError, load_checkpoint, load_model_state, model_tensors, save_checkpoint
+from bugfix_rl.gym.agents.scripted import NoisyPolicy
 from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.generator import training_pool
 from bugfix_rl.gym.tasks import OPERAND_POOL, base_task_name, with_renamed_operands
 from bugfix_rl.kernels import kernel_signature
-from bugfix_rl.policy.scripted import NoisyPolicy
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
 from bugfix_rl.policy.tokenizer import Tokenizer, edit_marker_ids, identifier_ids
 from bugfix_rl.registry import Registry
@@ -84,9 +84,9 @@ def noisy_tools_demonstrations(recipe, tokenizer: Tokenizer, env_cfg, on_episode
     adds to the book's; renamed operands mostly, shape variants of the book's with probability
     recipe.p_shape_variant), in a tools env of `env_cfg` with its own sandbox (Bash runs, the final grading
     and the generated tasks' checks need one); on_episode() after each."""
+    from bugfix_rl.gym.agents.scripted_tools import NoisyToolsPolicy
     from bugfix_rl.gym.shape_variants import shape_variant
     from bugfix_rl.gym.tools.env import make_tools_env_factory
-    from bugfix_rl.policy.scripted_tools import NoisyToolsPolicy
 
     rng = random.Random(recipe.seed)
     knobs = {k: getattr(recipe, k) for k in ("p_read", "p_read_after_fail", "p_right_after_read", "p_miscopy",
@@ -134,10 +134,10 @@ def shipped_base(path: Path) -> Path:
     return SHIPPED_DIR / path.name
 
 
-# The code a base's weights depend on besides its recipe: the gym (tasks, envs, renderings), the scripted
-# agents and how their episodes are tokenised, the model and behaviour cloning.
-BASE_CODE = ("gym/**/*.py", "policy/scripted.py", "policy/scripted_tools.py", "policy/tiny.py", "policy/copy_head.py",
-             "policy/tokenizer.py", "policy/rl_base.py", "rollout/sampler.py", "algo/sft.py", "algo/packing.py")
+# The code a base's weights depend on besides its recipe: the gym (tasks, envs, renderings, and the scripted
+# agents in gym/agents), how their episodes are tokenised, the model and behaviour cloning.
+BASE_CODE = ("gym/**/*.py", "policy/tiny.py", "policy/copy_head.py", "policy/tokenizer.py", "policy/rl_base.py",
+             "rollout/sampler.py", "algo/sft.py", "algo/packing.py")
 
 
 @functools.lru_cache(maxsize=2)

@@ -73,7 +73,7 @@ def tools_turns(env: ToolsEnv, rng: random.Random, p_right: float) -> list[tuple
 
 
 def _first_changed_line(before: str, after: str) -> tuple[str, str]:
-    from bugfix_rl.policy.scripted_tools import line_edit
+    from bugfix_rl.gym.agents.scripted_tools import line_edit
 
     return line_edit(before, after)
 

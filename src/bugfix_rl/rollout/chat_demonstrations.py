@@ -6,7 +6,7 @@ tokens), each observation as the template's tool-response block and next generat
 trains exactly the ids a sampled episode of the same conversation would hold, and the structural
 policy mask (preflight check 1) marks exactly the demonstrated turns.
 
-The chat oracles play the scripted oracles' rule (`policy/scripted.py:infer_op`) in JSON tool calls:
+The chat oracles play the scripted oracles' rule (`gym/agents/scripted.py:infer_op`) in JSON tool calls:
 edit menu `read` -> `edit` with the rule's op -> `test` -> `submit`; tools env `Read` -> one exact-line
 `Edit` applying the op and `Bash pytest` in the same turn -> a final answer without calls.
 """
@@ -18,10 +18,10 @@ import json
 import re
 
 from bugfix_rl.gym import ops
+from bugfix_rl.gym.agents.scripted import infer_op
 from bugfix_rl.gym.chat import chat_front_end
 from bugfix_rl.gym.tools.code_words import code_to_words
 from bugfix_rl.policy.chat_template import Transcript
-from bugfix_rl.policy.scripted import infer_op
 from bugfix_rl.rollout.trajectory import Trajectory
 
 CAT_N_LINE = re.compile(r"^ *\d+\t(.*)$")

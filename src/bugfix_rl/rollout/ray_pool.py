@@ -49,7 +49,7 @@ class RolloutWorker:
 
     def __init__(self, cfg, threads: int):
         torch.set_num_threads(threads)
-        from bugfix_rl.envs import make_env_factory
+        from bugfix_rl.gym.envs import make_env_factory
         from bugfix_rl.policy.build import REPLICA_INIT, build_policy, build_tokenizer_for
 
         self.tokenizer = build_tokenizer_for(cfg)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
-from bugfix_rl.regrade import Regrade, regraded_env_class
+from bugfix_rl.gym.regrade import Regrade, regraded_env_class
 from bugfix_rl.registry import Registry
 
 
@@ -60,13 +60,13 @@ ENVS: dict[str, Callable] = Registry("env", {"edit_menu": _edit_menu, "tools": _
 
 
 def _oracle_edit_menu():
-    from bugfix_rl.policy.scripted import OraclePolicy
+    from bugfix_rl.gym.agents.scripted import OraclePolicy
 
     return OraclePolicy
 
 
 def _oracle_tools():
-    from bugfix_rl.policy.scripted_tools import ToolsOraclePolicy
+    from bugfix_rl.gym.agents.scripted_tools import ToolsOraclePolicy
 
     return ToolsOraclePolicy
 

@@ -1,6 +1,6 @@
 """Scripted tools-env policies over the compact front-end (demonstrations, tests, baselines).
 
-Same convention as `policy/scripted.py`: a fresh object per episode, called with the latest
+Same convention as `gym/agents/scripted.py`: a fresh object per episode, called with the latest
 observation text, returning the next turn's words (without the end token).
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 import random
 
 from bugfix_rl.gym import ops
+from bugfix_rl.gym.agents.scripted import infer_op
 from bugfix_rl.gym.tasks import FIX_OPS, Task
 from bugfix_rl.gym.tools.code_words import code_to_words_exact, file_lines, listing_lines, words_to_code
 from bugfix_rl.gym.tools.syntax_compact import CALL_SEPARATOR, FINAL_ANSWER
-from bugfix_rl.policy.scripted import infer_op
 
 
 def line_edit(before: str, after: str) -> tuple[str, str]:
