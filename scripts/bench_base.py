@@ -22,7 +22,7 @@ from bugfix_rl.algo.sft import pack, packed_sft_loss, sft_loss
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.policy.rl_base import architecture, new_tiny_agent, noisy_demonstrations
-from bugfix_rl.rollout.trajectory import collate
+from bugfix_rl.types import collate
 
 
 def main() -> None:

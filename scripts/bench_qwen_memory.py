@@ -35,7 +35,7 @@ import torch  # noqa: E402
 from bugfix_rl.algo import update as update_module  # noqa: E402
 from bugfix_rl.config import AlgoConfig, PolicyConfig  # noqa: E402
 from bugfix_rl.policy.qwen3 import FullLogits  # noqa: E402
-from bugfix_rl.rollout.trajectory import Batch  # noqa: E402
+from bugfix_rl.types import Batch  # noqa: E402
 
 
 

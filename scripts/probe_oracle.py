@@ -29,7 +29,7 @@ from bugfix_rl.evaluate.checkpoint_eval import load_policy
 from bugfix_rl.gym.envs import make_env_factory, oracle_for
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.rollout.sampler import scripted_episode
-from bugfix_rl.rollout.trajectory import collate
+from bugfix_rl.types import collate
 
 
 def probe(model, tokenizer, make_env, oracle, task, shown_name: str = "nova") -> tuple[list[tuple[str, float | None]], float]:

@@ -50,8 +50,8 @@ from bugfix_rl.config import TrainConfig  # noqa: E402
 from bugfix_rl.gym.envs import make_env_factory  # noqa: E402
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for  # noqa: E402
 from bugfix_rl.rollout.collect import collect_step  # noqa: E402
-from bugfix_rl.rollout.trajectory import collate  # noqa: E402
 from bugfix_rl.train import Trainer  # noqa: E402
+from bugfix_rl.types import collate  # noqa: E402
 
 HUB_ID = "Qwen/Qwen3-0.6B"
 # Per env where it differs: the book's turn lengths (tools: 256 there, halved here for time) and micro-batches.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from bugfix_rl.algo.update import token_logprobs
-from bugfix_rl.rollout.trajectory import collate
+from bugfix_rl.types import collate
 
 
 def sampler_and_trainer_logprobs(model, trajectories, pad_id: int, temperature: float = 1.0):

@@ -14,7 +14,7 @@ from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.chat_template import ChatTokenPath, Transcript
 from bugfix_rl.rollout.chat_demonstrations import call_text, chat_scripted_episode
-from bugfix_rl.rollout.trajectory import Trajectory
+from bugfix_rl.types import Trajectory
 
 # Qwen/Qwen3's added tokens (tokenizer_config.json, ids 151643-151668) and whether each is special.
 QWEN3_ADDED = {

@@ -115,7 +115,7 @@ def qwen_case(model_dir: str, rows: int = 6):
     with torch.no_grad():
         old = policy.token_logprobs(ids, 1.0, mask).logp
     advantages = torch.linspace(-1, 1, rows)
-    from bugfix_rl.rollout.trajectory import Batch
+    from bugfix_rl.types import Batch
 
     return policy, Batch(ids, mask, old, advantages.clone(), torch.arange(rows) // 3, advantages, pad_id=-1)
 

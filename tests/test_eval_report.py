@@ -27,7 +27,7 @@ from bugfix_rl.evaluate.evaluate import success_counts
 from bugfix_rl.evaluate.intervals import arm_difference
 from bugfix_rl.evaluate.power import minimum_detectable_effect, required_units_t
 from bugfix_rl.evaluate.stats import required_units
-from bugfix_rl.rollout.trajectory import Trajectory
+from bugfix_rl.types import Trajectory
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 COMMON = ["threads=1"]  # the machine is shared: one thread avoids oversubscription stalls

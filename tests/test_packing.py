@@ -11,7 +11,7 @@ from logprob_checks import count_packed_forwards
 
 from bugfix_rl.algo.sft import pack, packed_sft_loss, sft_loss, sft_train
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
-from bugfix_rl.rollout.trajectory import Trajectory, collate
+from bugfix_rl.types import Trajectory, collate
 
 LENGTHS = (5, 17, 3, 40, 22, 9, 31)
 

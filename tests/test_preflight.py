@@ -26,7 +26,7 @@ from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.preflight import BOUNDS, check_batch, first_batch
-from bugfix_rl.rollout.trajectory import collate
+from bugfix_rl.types import collate
 
 MASK, SAMPLER, RATIO, CENTRED = ("mask = policy tokens", "sampler = trainer log-prob", "ratio = 1 before any step",
                                  "group advantage mean = 0")

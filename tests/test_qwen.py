@@ -23,7 +23,7 @@ from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.chat_template import TokenPathMismatch, Transcript, check_token_path
 from bugfix_rl.policy.qwen3 import FullLogits
-from bugfix_rl.rollout.trajectory import collate
+from bugfix_rl.types import collate
 
 
 def edit_menu_episodes(policy, n_tasks: int = 2, per_task: int = 4, temperature: float = 1.0, seed: int = 0):

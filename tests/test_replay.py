@@ -13,8 +13,8 @@ from bugfix_rl.checkpoint import load_checkpoint
 from bugfix_rl.gym.tools.env import ToolsEpisodeInfo
 from bugfix_rl.rollout.replay import (info_from_record, info_record, replay_caveats, schedule_from_record,
                                       schedule_record, trajectory_from_record, trajectory_record)
-from bugfix_rl.rollout.trajectory import Trajectory
 from bugfix_rl.run.training import run_training
+from bugfix_rl.types import Trajectory
 from tests.conftest import small_config
 
 

@@ -13,14 +13,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from bugfix_rl.algo.advantage_stage import compute_advantages
 from bugfix_rl.algo.objective import overlong_penalty
 from bugfix_rl.config import AlgoConfig
 from bugfix_rl.dashboard import dashboard_row
 from bugfix_rl.gym.edit_menu import EpisodeInfo
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.rollout.collect import TaskStats, collect_step, degenerate, draw_tasks
-from bugfix_rl.rollout.trajectory import Trajectory, collate
-from bugfix_rl.algo.advantage_stage import compute_advantages
+from bugfix_rl.types import Trajectory, collate
 
 TASKS = make_tasks("train")  # 20 tasks
 G = 8

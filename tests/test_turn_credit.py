@@ -22,7 +22,7 @@ from bugfix_rl.algo.turn_credit import (discounted_returns, episode_turn_rewards
 from bugfix_rl.algo.update import minibatch_loss, policy_update, token_logprobs, zero_advantage_split
 from bugfix_rl.config import AlgoConfig, ConfigError, TrainConfig, TurnCreditConfig, validate
 from bugfix_rl.gym.edit_menu import EpisodeInfo
-from bugfix_rl.rollout.trajectory import Trajectory, collate
+from bugfix_rl.types import Trajectory, collate
 
 from test_trainer_contract import scratch_model  # noqa: E402  (same folder)
 

@@ -24,7 +24,7 @@ from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.rl_base import make_rl_base
 from bugfix_rl.policy.tokenizer import build_tokenizer
 from bugfix_rl.preflight import first_batch
-from bugfix_rl.rollout.trajectory import Batch
+from bugfix_rl.types import Batch
 
 
 @pytest.fixture(scope="module")

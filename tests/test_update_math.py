@@ -10,12 +10,12 @@ import math
 import pytest
 import torch
 
-from bugfix_rl.algo.objective import AGGREGATIONS
 from bugfix_rl.algo.data_parallel import row_slices
+from bugfix_rl.algo.objective import AGGREGATIONS
 from bugfix_rl.algo.update import (gap_summary, minibatch_loss, policy_update, token_logprobs,
                                    zero_advantage_split)
 from bugfix_rl.config import AlgoConfig
-from bugfix_rl.rollout.trajectory import Batch
+from bugfix_rl.types import Batch
 
 from test_trainer_contract import scratch_model, synthetic_batch  # noqa: E402  (same folder)
 

@@ -9,7 +9,7 @@ from typing import Callable
 import torch
 
 from bugfix_rl.algo.packing import layout
-from bugfix_rl.rollout.trajectory import Trajectory, collate
+from bugfix_rl.types import Trajectory, collate
 
 
 def sft_loss(model, batch) -> torch.Tensor:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 
 import torch
 
@@ -18,19 +17,7 @@ from bugfix_rl.algo.objective import (AGGREGATIONS, KL_ESTIMATORS, RATIOS, aggre
                                       kl_sampler_proximal, mask_share, observation_positions, ppo_clip_loss,
                                       trajectory_gap_kept, truncated_is_weights)
 from bugfix_rl.algo.packing import packed_logits
-from bugfix_rl.rollout.trajectory import Batch
-
-
-@dataclass
-class LogProbs:
-    """Per-position outputs of one trainer forward, aligned with ids[:, 1:].
-
-    logp: [B, T-1] log-prob of the next token (differentiable); entropy: [B, T-1] (detached unless
-    asked for gradients).
-    """
-
-    logp: torch.Tensor
-    entropy: torch.Tensor
+from bugfix_rl.types import Batch, LogProbs
 
 
 def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_grad: bool = False,

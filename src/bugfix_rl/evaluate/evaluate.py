@@ -14,7 +14,7 @@ import torch
 from bugfix_rl.gym.tasks import Task
 from bugfix_rl.rollout.collect import sample_groups
 from bugfix_rl.rollout.env_errors import infrastructure_failure
-from bugfix_rl.rollout.trajectory import Trajectory
+from bugfix_rl.types import Trajectory
 
 
 def sample_trajectories(model, tokenizer, tasks: list[Task], n: int, make_env: Callable, temperature: float,

@@ -18,7 +18,7 @@ from bugfix_rl.evaluate.intervals import task_mean_interval
 from bugfix_rl.evaluate.stats import pass_at_k
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.rollout.collect import sample_groups
-from bugfix_rl.rollout.trajectory import collate
+from bugfix_rl.types import collate
 
 
 @dataclass

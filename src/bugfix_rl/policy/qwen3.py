@@ -26,6 +26,7 @@ from bugfix_rl.algo.objective import entropy_from_logits
 from bugfix_rl.checkpoint import CheckpointError
 from bugfix_rl.policy.chat_template import ChatTokenPath, check_token_path
 from bugfix_rl.rollout.chat_sampler import StaticDecoder, sample_chat_episodes
+from bugfix_rl.types import LogProbs
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -240,8 +241,6 @@ class QwenPolicy(nn.Module):
     def token_logprobs(self, ids: torch.Tensor, temperature: float, mask: torch.Tensor | None = None,
                        with_entropy_grad: bool = False):
         """The trainer's log-probs of ids[:, 1:] [B, T-1], on ids' device; LM head at mask > 0 only."""
-        from bugfix_rl.algo.update import LogProbs
-
         x = ids.to(self.device)
         select = (torch.ones(x.shape[0], x.shape[1] - 1, dtype=torch.bool, device=self.device) if mask is None
                   else mask.to(self.device) > 0)

@@ -22,7 +22,7 @@ from bugfix_rl.gym.agents.scripted import infer_op
 from bugfix_rl.gym.chat import chat_front_end
 from bugfix_rl.gym.tools.code_words import code_to_words
 from bugfix_rl.policy.chat_template import Transcript
-from bugfix_rl.rollout.trajectory import Trajectory
+from bugfix_rl.types import Trajectory
 
 CAT_N_LINE = re.compile(r"^ *\d+\t(.*)$")
 

@@ -33,7 +33,7 @@ import torch
 from bugfix_rl.gym.chat import chat_front_end
 from bugfix_rl.policy.chat_template import ChatTokenPath, Transcript
 from bugfix_rl.rollout.env_errors import step_or_fail
-from bugfix_rl.rollout.trajectory import Trajectory
+from bugfix_rl.types import Trajectory
 
 
 @dataclass

@@ -20,7 +20,7 @@ from bugfix_rl.gym.shape_variants import shape_variant
 from bugfix_rl.gym.tasks import OPERAND_POOL, Task, base_task_name, operand_names, with_renamed_operands
 from bugfix_rl.rollout.env_errors import infrastructure_failure
 from bugfix_rl.rollout.pool import InlinePool
-from bugfix_rl.rollout.trajectory import Trajectory
+from bugfix_rl.types import Trajectory
 
 
 @dataclass

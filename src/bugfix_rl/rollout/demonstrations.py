@@ -12,7 +12,7 @@ from bugfix_rl.gym.edit_menu import RENAME_POOL
 from bugfix_rl.gym.tasks import OPERAND_POOL, Task, with_renamed_operands
 from bugfix_rl.rollout.collect import sample_groups
 from bugfix_rl.rollout.sampler import scripted_episode
-from bugfix_rl.rollout.trajectory import Trajectory
+from bugfix_rl.types import Trajectory
 
 
 def oracle_demonstrations(tasks: list[Task], count: int, make_env: Callable, tokenizer, oracle_cls,

@@ -14,7 +14,7 @@ from bugfix_rl.gym.rewards import episode_seed
 from bugfix_rl.gym.tasks import Task
 from bugfix_rl.rollout.env_errors import check_batch
 from bugfix_rl.rollout.sampler import sample_episodes
-from bugfix_rl.rollout.trajectory import Trajectory
+from bugfix_rl.types import Trajectory
 
 
 @dataclass

@@ -21,7 +21,7 @@ import torch
 
 from bugfix_rl.gym.tasks import Task
 from bugfix_rl.rollout.jobs import draw_names, group_job, sample_job, shard_jobs, stamp
-from bugfix_rl.rollout.trajectory import Trajectory
+from bugfix_rl.types import Trajectory
 
 
 class InlinePool:

@@ -22,7 +22,7 @@ import sys
 import torch
 
 from bugfix_rl.rollout.jobs import EpisodeJob, sample_job, shard_jobs, stamp
-from bugfix_rl.rollout.trajectory import Trajectory
+from bugfix_rl.types import Trajectory
 
 
 def _local_cluster_settings() -> None:

@@ -21,7 +21,7 @@ from collections import Counter
 
 from bugfix_rl.gym.edit_menu import EpisodeInfo
 from bugfix_rl.gym.tools.env import ToolsEpisodeInfo
-from bugfix_rl.rollout.trajectory import Trajectory
+from bugfix_rl.types import Trajectory
 
 INFO_TYPES = {cls.__name__: cls for cls in (EpisodeInfo, ToolsEpisodeInfo)}
 

@@ -16,7 +16,7 @@ import torch
 
 from bugfix_rl.policy.tokenizer import EpisodeWords, OutOfSlots, Tokenizer
 from bugfix_rl.rollout.env_errors import step_or_fail
-from bugfix_rl.rollout.trajectory import Trajectory
+from bugfix_rl.types import Trajectory
 
 
 class Env(Protocol):

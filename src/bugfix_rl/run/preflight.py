@@ -31,8 +31,8 @@ import torch
 
 from bugfix_rl.algo.objective import AGGREGATIONS, KL_ESTIMATORS
 from bugfix_rl.algo.update import batch_logprobs, policy_update
-from bugfix_rl.rollout.trajectory import Batch, Trajectory, collate
 from bugfix_rl.run.trainer import Trainer
+from bugfix_rl.types import Batch, Trajectory, collate
 
 BOUNDS = {
     "mask = policy tokens": ("==", 0),

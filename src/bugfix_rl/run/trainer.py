@@ -22,8 +22,8 @@ from bugfix_rl.gym.generator import training_pool
 from bugfix_rl.gym.regrade import grading_metrics
 from bugfix_rl.rollout.collect import StepRollouts, TaskStats, collect_step, draw_step_tasks
 from bugfix_rl.rollout.pool import make_pool
-from bugfix_rl.rollout.trajectory import Batch, Trajectory, collate
 from bugfix_rl.run.learner import Learner
+from bugfix_rl.types import Batch, Trajectory, collate
 
 
 class NonFiniteUpdate(RuntimeError):

@@ -1,4 +1,7 @@
-"""Typed containers that flow from the sampler to the updater."""
+"""The typed containers that flow between the stages (bottom floor: torch only, so every floor may
+import them): a sampled episode (`Trajectory`), episodes collated for the loss (`Batch`, `collate`), and
+the per-position outputs of a trainer forward (`LogProbs`). Shapes are in each docstring: B episodes,
+T tokens of the longest one."""
 
 from __future__ import annotations
 
@@ -86,6 +89,18 @@ class Batch:
         turn = None if self.turn_advantages is None else self.turn_advantages[:, : length - 1]
         return Batch(self.ids[:, :length], self.mask[:, : length - 1], self.old_logp[:, : length - 1],
                      self.rewards, self.groups, self.advantages, self.pad_id, turn)
+
+
+@dataclass
+class LogProbs:
+    """Per-position outputs of one trainer forward, aligned with ids[:, 1:].
+
+    logp: [B, T-1] log-prob of the next token (differentiable); entropy: [B, T-1] (detached unless
+    asked for gradients).
+    """
+
+    logp: torch.Tensor
+    entropy: torch.Tensor
 
 
 def collate(trajectories: list[Trajectory], pad_id: int = 0) -> Batch:
