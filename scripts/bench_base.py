@@ -21,7 +21,8 @@ from omegaconf import OmegaConf
 from bugfix_rl.algo.sft import pack, packed_sft_loss, sft_loss
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.policy.build import build_tokenizer_for
-from bugfix_rl.policy.rl_base import architecture, new_tiny_agent, noisy_demonstrations
+from bugfix_rl.policy.tiny import architecture, new_tiny_agent
+from bugfix_rl.recipes.rl_base import noisy_demonstrations
 from bugfix_rl.types import collate
 
 

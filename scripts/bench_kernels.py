@@ -27,7 +27,7 @@ from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.kernels import kernel_signature
-from bugfix_rl.policy.rl_base import architecture, new_tiny_agent
+from bugfix_rl.policy.tiny import architecture, new_tiny_agent
 from bugfix_rl.policy.tokenizer import build_tokenizer
 from bugfix_rl.train import Trainer
 
@@ -50,11 +50,11 @@ print(json.dumps({"kernels": kernel_signature(),
 
 BASE = r"""
 import bugfix_rl
+from bugfix_rl.checkpoint import model_tensors, save_checkpoint
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.policy.rl_base import make_rl_base
 from bugfix_rl.policy.tokenizer import build_tokenizer
-from bugfix_rl.checkpoint import model_tensors, save_checkpoint
+from bugfix_rl.recipes.rl_base import make_rl_base
 import sys
 save_checkpoint(sys.argv[1], model_tensors(make_rl_base(build_tokenizer(make_tasks("all")), TrainConfig().policy)), {})
 """

@@ -81,7 +81,7 @@ def main(argv=None) -> list[dict]:
     from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
     from bugfix_rl.policy.qwen3 import ChatTokenizer, QwenPolicy
-    from bugfix_rl.policy.tiny_qwen import TINY_QWEN3, cached_tiny_qwen
+    from bugfix_rl.recipes.tiny_qwen import TINY_QWEN3, cached_tiny_qwen
 
     cache = Path(os.environ.get("BUGFIX_RL_CACHE", Path.home() / ".cache" / "bugfix_rl"))
     tokenizer = AutoTokenizer.from_pretrained(cached_tiny_qwen(cache, warm=False), local_files_only=True)

@@ -35,8 +35,8 @@ import torch
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.policy.rl_base import make_rl_base
 from bugfix_rl.policy.tokenizer import build_tokenizer
+from bugfix_rl.recipes.rl_base import make_rl_base
 from bugfix_rl.rollout.collect import sample_groups
 from bugfix_rl.train import Trainer
 

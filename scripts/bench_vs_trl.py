@@ -4,7 +4,7 @@
     python scripts/bench_vs_trl.py [--steps 4] [--repeats 3] [--threads 1 2] [--max-new 48]
     python scripts/bench_vs_trl.py --tinyagent      # TinyAgent's edit-menu step vs TRL on a Qwen3 of its size
 
-The same work on both sides: the tests' tiny random Qwen3 (policy/tiny_qwen.py: same weights, fp32),
+The same work on both sides: the tests' tiny random Qwen3 (recipes/tiny_qwen.py: same weights, fp32),
 the same single-turn edit-menu prompts (our chat template's rendering of the system prompt, the tool
 schemas and the issue; TRL gets the rendered text, so both tokenise the same ids), 8 prompts x group 8,
 the same completion limit, temperature 1 with no top-k / top-p, one optimizer step per batch (one
@@ -88,11 +88,12 @@ def timed_steps(cfg, steps: int, seed: int) -> dict:
     """Seconds and generated tokens of `steps` training steps of our Trainer on `cfg`'s policy (the
     first step, a warm-up, is not counted); with the policy's parameter count."""
     from bugfix_rl.gym.envs import make_env_factory
-    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+    from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.recipes.starting_policy import build_starting_policy
     from bugfix_rl.train import Trainer
 
     tokenizer = build_tokenizer_for(cfg)
-    model = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
+    model = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
     make_env, close = make_env_factory(cfg.env)
     torch.manual_seed(seed)
     trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(seed))
@@ -172,7 +173,7 @@ def matched_qwen3(directory: Path, target: int) -> tuple[Path, int]:
     parameter count the nearest to `target` (each unit of width is 3 x hidden x layers parameters)."""
     from transformers import AutoModelForCausalLM
 
-    from bugfix_rl.policy.tiny_qwen import TINY_QWEN3, build_standin_tokenizer, save_random_qwen3
+    from bugfix_rl.recipes.tiny_qwen import TINY_QWEN3, build_standin_tokenizer, save_random_qwen3
 
     tokenizer = build_standin_tokenizer()
     probe = save_random_qwen3(directory / "probe", tokenizer)
@@ -249,7 +250,7 @@ def main() -> None:
     import trl
 
     from bugfix_rl.kernels import cpu_model
-    from bugfix_rl.policy.tiny_qwen import cached_tiny_qwen
+    from bugfix_rl.recipes.tiny_qwen import cached_tiny_qwen
 
     model_dir = cached_tiny_qwen(cache_dir())
     rows = prompts(model_dir, our_config(model_dir, args.max_new))

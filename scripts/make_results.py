@@ -29,6 +29,7 @@ from bugfix_rl.evaluate.stats import pass_rate_summary
 from bugfix_rl.gym.envs import make_env_factory, oracle_for
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+from bugfix_rl.recipes.starting_policy import build_starting_policy
 from bugfix_rl.stopping import stop_reason
 from bugfix_rl.train import Trainer
 
@@ -210,7 +211,7 @@ def reproducibility_section(steps: int = 30) -> list[str]:
     histories, models = {}, {}
     for threads in (1, 2):
         torch.set_num_threads(threads)
-        base = build_policy(cfg.policy, tokenizer)
+        base = build_starting_policy(cfg.policy, tokenizer)
         model = copy.deepcopy(base)
         torch.manual_seed(cfg.seed)
         trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(cfg.seed))

@@ -71,7 +71,7 @@ EAGER_SAMPLER = dict(generation_cache="dynamic", compile_decode=False)
 
 def find_weights(model: str | None, tiny: bool, workdir: Path) -> tuple[str, str]:
     """(model directory or hub id, description)."""
-    from bugfix_rl.policy.tiny_qwen import QWEN3_0_6B, build_standin_tokenizer, cached_tiny_qwen, save_random_qwen3
+    from bugfix_rl.recipes.tiny_qwen import QWEN3_0_6B, build_standin_tokenizer, cached_tiny_qwen, save_random_qwen3
 
     if model:
         return model, f"weights from {model}"

@@ -28,7 +28,7 @@ from bugfix_rl.cli import CONF_DIR
 from bugfix_rl.config import register_configs, to_object
 from bugfix_rl.kernels import pinnable, requested_mode
 from bugfix_rl.policy.build import build_tokenizer_for
-from bugfix_rl.policy.rl_base import SHIPPED_DIR, base_path, make_rl_base
+from bugfix_rl.recipes.rl_base import SHIPPED_DIR, base_path, make_rl_base
 
 def shipped_configs() -> list[tuple[str, object]]:
     """(label, TrainConfig) of the default config and of every experiment in conf/exp, composed as

@@ -4,7 +4,7 @@
 
 The fixture is what tests/conftest_qwen.py would otherwise build once per machine (cached_tiny_qwen:
 random weights, the stand-in tokenizer, a warm start on scripted episodes). Its name is its key, which
-covers policy/tiny_qwen.py, the prompts and template, torch's and transformers' versions: after a change
+covers recipes/tiny_qwen.py, the prompts and template, torch's and transformers' versions: after a change
 to any of them the tests build their own copy (a minute) until this script is run and its output committed.
 """
 
@@ -18,7 +18,7 @@ import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch 
 import torch
 import transformers
 
-from bugfix_rl.policy.tiny_qwen import cached_tiny_qwen, tiny_qwen_name
+from bugfix_rl.recipes.tiny_qwen import cached_tiny_qwen, tiny_qwen_name
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 

@@ -20,8 +20,8 @@ PREBUILD = """
 import bugfix_rl
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.policy.rl_base import make_rl_base
 from bugfix_rl.policy.tokenizer import build_tokenizer
+from bugfix_rl.recipes.rl_base import make_rl_base
 make_rl_base(build_tokenizer(make_tasks("all")), TrainConfig().policy)
 """
 
@@ -33,7 +33,7 @@ def pytest_configure(config):
     other waits idle."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return  # an xdist worker, or a run without workers: the fixture builds it when needed
-    from bugfix_rl.policy.rl_base import base_path, shipped_base
+    from bugfix_rl.recipes.rl_base import base_path, shipped_base
 
     path = base_path(build_tokenizer(make_tasks("all")), TrainConfig().policy)
     if path.is_file() or shipped_base(path).is_file():
@@ -61,7 +61,7 @@ def tokenizer():
 @pytest.fixture(scope="session")
 def rl_base(tokenizer):
     """The real RL base (built once per machine, then loaded from ~/.cache/bugfix_rl)."""
-    from bugfix_rl.policy.rl_base import make_rl_base
+    from bugfix_rl.recipes.rl_base import make_rl_base
 
     torch.set_num_threads(1)  # one thread: a busy 2-core machine makes 2 spinning threads crawl
     return make_rl_base(tokenizer, TrainConfig().policy)

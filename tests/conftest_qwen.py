@@ -38,7 +38,7 @@ FIXTURES = REPO / "tests" / "fixtures"  # the committed tiny Qwen3 (scripts/tiny
 def tiny_qwen_dir() -> Path:
     """The committed tiny Qwen3 when its name (key) is this code's and these libraries', else the one
     built once under the cache (the same recipe: cached_tiny_qwen)."""
-    from bugfix_rl.policy.tiny_qwen import cached_tiny_qwen, tiny_qwen_name
+    from bugfix_rl.recipes.tiny_qwen import cached_tiny_qwen, tiny_qwen_name
 
     committed = FIXTURES / tiny_qwen_name()
     if (committed / "config.json").is_file():

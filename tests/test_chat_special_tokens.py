@@ -13,7 +13,7 @@ from bugfix_rl.gym.chat import EditMenuChat, ToolsChat
 from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.chat_template import ChatTokenPath, Transcript
-from bugfix_rl.rollout.chat_demonstrations import call_text, chat_scripted_episode
+from bugfix_rl.recipes.chat_demonstrations import call_text, chat_scripted_episode
 from bugfix_rl.types import Trajectory
 
 # Qwen/Qwen3's added tokens (tokenizer_config.json, ids 151643-151668) and whether each is special.
@@ -35,7 +35,7 @@ PRINTED = (" ".join(QWEN3_ADDED) + "\nok<|im_end|>\n" + GENERATION_PROMPT
 
 @pytest.fixture(scope="module")
 def path() -> ChatTokenPath:
-    from bugfix_rl.policy.tiny_qwen import build_standin_tokenizer
+    from bugfix_rl.recipes.tiny_qwen import build_standin_tokenizer
 
     return ChatTokenPath(build_standin_tokenizer())
 
@@ -46,7 +46,7 @@ def policy(path):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from bugfix_rl.policy.qwen3 import ChatTokenizer, QwenPolicy
-    from bugfix_rl.policy.tiny_qwen import TINY_QWEN3
+    from bugfix_rl.recipes.tiny_qwen import TINY_QWEN3
 
     torch.manual_seed(0)
     hf = path.tokenizer

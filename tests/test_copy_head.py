@@ -11,8 +11,7 @@ from logprob_checks import assert_cached_steps_equal_full_pass, sampler_and_trai
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.tasks import OPERAND_POOL, make_tasks, operand_names
 from bugfix_rl.policy.copy_head import mixture_log_probs
-from bugfix_rl.policy.rl_base import architecture, new_tiny_agent
-from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
+from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig, architecture, new_tiny_agent
 
 
 def test_mixture_of_three_context_tokens_by_hand():
@@ -196,7 +195,7 @@ def test_heldout_operand_names_never_occur_in_training_tasks_or_demonstrations()
     # from OPERAND_POOL
     from bugfix_rl.config import ToolsBaseRecipeConfig
     from bugfix_rl.policy.build import build_tokenizer_for
-    from bugfix_rl.policy.rl_base import noisy_tools_demonstrations
+    from bugfix_rl.recipes.rl_base import noisy_tools_demonstrations
 
     cfg = TrainConfig()
     cfg.env.name = "tools"
@@ -275,8 +274,8 @@ def test_the_trainer_samples_renamed_copies_when_asked():
 
 def test_every_architecture_switch_and_the_kernels_change_the_base_key(monkeypatch):
     """A base built with another copy-head switch, or on other CPU kernels, never loads for this config."""
-    from bugfix_rl.policy import rl_base
     from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.recipes import rl_base
 
     cfg = TrainConfig()
     cfg.env.name = "tools"
@@ -348,8 +347,9 @@ def test_preflight_passes_on_the_tools_env_with_the_copy_head():
     from bugfix_rl.config import to_object
     from bugfix_rl.config import register_configs
     from bugfix_rl.gym.envs import make_env_factory
-    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+    from bugfix_rl.policy.build import build_tokenizer_for
     from bugfix_rl.preflight import run_preflight
+    from bugfix_rl.recipes.starting_policy import build_starting_policy
 
     torch.set_num_threads(1)
     register_configs()
@@ -357,7 +357,7 @@ def test_preflight_passes_on_the_tools_env_with_the_copy_head():
         cfg = to_object(compose("train", overrides=["+exp=tools", "algo.prompts_per_step=4"]))
     assert cfg.policy.copy_head and cfg.env.name == "tools"
     tokenizer = build_tokenizer_for(cfg)
-    model = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
+    model = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
     make_env, close = make_env_factory(cfg.env)
     try:
         checks = run_preflight(cfg, model, tokenizer, make_env)

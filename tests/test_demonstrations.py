@@ -1,4 +1,4 @@
-"""Rejection-sampling SFT (cold_start.source=rejection; rollout/demonstrations.rejection_sampled): the
+"""Rejection-sampling SFT (cold_start.source=rejection; recipes/demonstrations.rejection_sampled): the
 policy's own episodes that passed the hidden tests, and nothing else, become its SFT data, and the
 cold start trains on them. Run by hand before issue 36; these are its tests."""
 
@@ -16,8 +16,9 @@ from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+from bugfix_rl.recipes.demonstrations import rejection_sampled
+from bugfix_rl.recipes.starting_policy import build_starting_policy
 from bugfix_rl.rollout.collect import sample_groups
-from bugfix_rl.rollout.demonstrations import rejection_sampled
 from bugfix_rl.train import PreflightFailed, cold_start
 
 PER_TASK, SEED = 4, 0
@@ -31,7 +32,7 @@ def partial_reward():
     cfg = TrainConfig()
     cfg.env = dataclasses.replace(cfg.env, reward="partial")
     tokenizer = build_tokenizer_for(cfg)
-    model = build_policy(cfg.policy, tokenizer)  # the RL base, from the cache
+    model = build_starting_policy(cfg.policy, tokenizer)  # the RL base, from the cache
     make_env, close_env = make_env_factory(cfg.env)
     yield cfg, model, tokenizer, make_env
     close_env()

@@ -126,10 +126,10 @@ def _tiny_recipe_policy(cache_dir: Path):
 def test_the_rl_base_is_the_same_with_a_progress_bar_and_is_built_once(tmp_path, capsys):
     import torch
 
-    from bugfix_rl.progress import PhaseProgress
     from bugfix_rl.gym.tasks import make_tasks
-    from bugfix_rl.policy.rl_base import make_rl_base
     from bugfix_rl.policy.tokenizer import build_tokenizer
+    from bugfix_rl.progress import PhaseProgress
+    from bugfix_rl.recipes.rl_base import make_rl_base
 
     torch.set_num_threads(1)
     tokenizer, policy = build_tokenizer(make_tasks("all")), _tiny_recipe_policy(tmp_path / "cache")
@@ -158,8 +158,8 @@ import bugfix_rl
 import torch
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.policy.rl_base import make_rl_base
 from bugfix_rl.policy.tokenizer import build_tokenizer
+from bugfix_rl.recipes.rl_base import make_rl_base
 policy = TrainConfig().policy
 policy.cache_dir, policy.base.episodes, policy.base.steps = sys.argv[1], 16, 5
 model = make_rl_base(build_tokenizer(make_tasks("all")), policy)
@@ -178,8 +178,8 @@ def test_a_second_process_waits_for_the_base_another_is_building_and_loads_it(tm
     import torch
 
     from bugfix_rl.gym.tasks import make_tasks
-    from bugfix_rl.policy.rl_base import make_rl_base
     from bugfix_rl.policy.tokenizer import build_tokenizer
+    from bugfix_rl.recipes.rl_base import make_rl_base
 
     torch.set_num_threads(1)
     built = make_rl_base(build_tokenizer(make_tasks("all")), _tiny_recipe_policy(tmp_path / "built"))
@@ -213,8 +213,8 @@ def test_a_file_system_without_locks_still_builds_the_base(tmp_path, monkeypatch
     import torch
 
     from bugfix_rl.gym.tasks import make_tasks
-    from bugfix_rl.policy import rl_base
     from bugfix_rl.policy.tokenizer import build_tokenizer
+    from bugfix_rl.recipes import rl_base
 
     def no_locks(handle, operation):
         raise OSError(errno.ENOLCK, "No locks available")
@@ -229,9 +229,9 @@ def test_the_tools_rl_base_is_the_same_with_a_progress_bar():
     import torch
 
     from bugfix_rl.config import TrainConfig
-    from bugfix_rl.progress import PhaseProgress
     from bugfix_rl.policy.build import build_tokenizer_for
-    from bugfix_rl.policy.rl_base import make_rl_base
+    from bugfix_rl.progress import PhaseProgress
+    from bugfix_rl.recipes.rl_base import make_rl_base
 
     torch.set_num_threads(1)
     cfg = TrainConfig()

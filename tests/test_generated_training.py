@@ -21,7 +21,8 @@ from bugfix_rl.gym.shape_variants import shape_variant
 from bugfix_rl.gym.task_checks import op_problem
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.gym.templates import TRAINING_TEMPLATES
-from bugfix_rl.policy import rl_base
+from bugfix_rl.policy.tiny import architecture, new_tiny_agent
+from bugfix_rl.recipes import rl_base
 from bugfix_rl.rollout.collect import draw_step_tasks, with_renamed_operands_drawn
 from bugfix_rl.train import Trainer
 from tests.conftest import small_config
@@ -42,7 +43,7 @@ def _trainer(cfg, tokenizer) -> Trainer:
         make_env, close = make_env_factory(cfg.env)
     except SandboxUnavailable as error:
         pytest.skip(f"sandbox unavailable on this machine: {error}")
-    model = rl_base.new_tiny_agent(tokenizer, rl_base.architecture(cfg.policy))
+    model = new_tiny_agent(tokenizer, architecture(cfg.policy))
     trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(cfg.seed))
     trainer.close_env = close
     return trainer
@@ -140,7 +141,7 @@ def test_base_cache_key_changes_only_when_on(tokenizer, monkeypatch, env):
     recipe = cfg.policy.base if env == "edit_menu" else cfg.policy.tools_base
     fields = None if env == "edit_menu" else {k: getattr(cfg.env, k) for k in ("max_turns", "max_calls_per_turn",
                                                                                 "rename")}
-    before = rl_base.recipe_key(recipe, rl_base.architecture(cfg.policy), tokenizer, fields)
+    before = rl_base.recipe_key(recipe, architecture(cfg.policy), tokenizer, fields)
     key = lambda: rl_base.base_path(tokenizer, cfg.policy, cfg.env).name  # noqa: E731
     assert before in key()
     cfg.env.generated_seed = 7

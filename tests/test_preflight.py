@@ -26,6 +26,7 @@ from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.preflight import BOUNDS, check_batch, first_batch
+from bugfix_rl.recipes.starting_policy import build_starting_policy
 from bugfix_rl.types import collate
 
 MASK, SAMPLER, RATIO, CENTRED = ("mask = policy tokens", "sampler = trainer log-prob", "ratio = 1 before any step",
@@ -59,7 +60,7 @@ def first():
     torch.set_num_threads(1)  # the machine is shared: one thread avoids oversubscription stalls
     cfg = train_config(prompts_per_step=4, group_size=8)
     tokenizer = build_tokenizer_for(cfg)
-    model = build_policy(cfg.policy, tokenizer)  # the RL base, from the cache
+    model = build_starting_policy(cfg.policy, tokenizer)  # the RL base, from the cache
     make_env, close_env = make_env_factory(cfg.env)
     trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=0)
     max_action_tokens = make_env(preflight.make_first_task(), None).max_action_tokens

@@ -55,13 +55,14 @@ def test_preset_composes_with_its_name_and_command(preset):
 @pytest.fixture(scope="module")
 def base_batch():
     from bugfix_rl.gym.envs import make_env_factory
-    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+    from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.recipes.starting_policy import build_starting_policy
 
     torch.set_num_threads(1)  # the tiny model gains nothing from a second thread on a shared machine
     cfg = composed()
     cfg.algo.prompts_per_step = 2
     tokenizer = build_tokenizer_for(cfg)
-    model = build_policy(cfg.policy, tokenizer)
+    model = build_starting_policy(cfg.policy, tokenizer)
     make_env, close = make_env_factory(cfg.env)
     trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=0)
     max_action_tokens = make_env(make_first_task(), None).max_action_tokens

@@ -15,8 +15,8 @@ from bugfix_rl.algo.sft import sft_train
 from bugfix_rl.gym.envs import make_env_factory, oracle_for
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+from bugfix_rl.recipes.demonstrations import oracle_demonstrations
 from bugfix_rl.rollout.collect import sample_groups
-from bugfix_rl.rollout.demonstrations import oracle_demonstrations
 
 
 @pytest.mark.parametrize("env", ["edit_menu", "tools"])

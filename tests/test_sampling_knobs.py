@@ -106,7 +106,8 @@ def test_trainer_row_counts_sampled_episodes_vs_kept_64(tmp_path):
     """The real pipeline: RL base, 8 tasks x 8 episodes, dynamic sampling on (at most 2 rounds)."""
     from bugfix_rl.config import TrainConfig
     from bugfix_rl.gym.envs import make_env_factory
-    from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+    from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.recipes.starting_policy import build_starting_policy
     from bugfix_rl.train import Trainer
 
     torch.set_num_threads(1)  # a second thread only spin-waits on a shared 2-core machine
@@ -114,7 +115,7 @@ def test_trainer_row_counts_sampled_episodes_vs_kept_64(tmp_path):
     cfg.algo.dynamic_sampling, cfg.algo.max_sample_rounds = True, 2
     tokenizer = build_tokenizer_for(cfg)
     make_env, close = make_env_factory(cfg.env)
-    trainer = Trainer(cfg, build_policy(cfg.policy, tokenizer), tokenizer, make_env, torch.Generator().manual_seed(0))
+    trainer = Trainer(cfg, build_starting_policy(cfg.policy, tokenizer), tokenizer, make_env, torch.Generator().manual_seed(0))
     row = trainer.step(0)
     close()
     assert row["sample_rounds"] in (1, 2)

@@ -102,8 +102,8 @@ def test_a_base_built_by_other_code_is_not_loaded(tmp_path, monkeypatch):
     code's hash is in the cache key, so changing that code builds a new base instead of loading a stale
     one; a comment does not change the hash."""
     from bugfix_rl.config import TrainConfig
-    from bugfix_rl.policy import rl_base
     from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.recipes import rl_base
 
     torch.set_num_threads(1)
     cfg = TrainConfig()

@@ -13,7 +13,7 @@ from bugfix_rl.checkpoint import load_checkpoint
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.kernels import pinnable, requested_mode
 from bugfix_rl.policy.build import build_tokenizer_for
-from bugfix_rl.policy.rl_base import SHIPPED_DIR, base_path, make_rl_base, shipped_base
+from bugfix_rl.recipes.rl_base import SHIPPED_DIR, base_path, make_rl_base, shipped_base
 
 REPO = Path(__file__).resolve().parents[1]
 portable = pytest.mark.skipif(requested_mode() != "portable" or not pinnable(),
@@ -56,7 +56,7 @@ import bugfix_rl
 import torch
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.policy.build import build_tokenizer_for
-from bugfix_rl.policy.rl_base import make_rl_base
+from bugfix_rl.recipes.rl_base import make_rl_base
 cfg = TrainConfig()
 cfg.env.name, cfg.policy.cache_dir = "tools", sys.argv[1]
 cfg.policy.copy_head, cfg.policy.max_len = True, 256
@@ -90,7 +90,7 @@ def test_the_committed_tiny_qwen3_is_this_codes():
 
     import transformers
 
-    from bugfix_rl.policy.tiny_qwen import tiny_qwen_name
+    from bugfix_rl.recipes.tiny_qwen import tiny_qwen_name
 
     (committed,) = (REPO / "tests" / "fixtures").glob("tiny_qwen3_*")
     written_by = json.loads((committed / "config.json").read_text()).get("transformers_version")

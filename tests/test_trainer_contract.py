@@ -24,8 +24,7 @@ from bugfix_rl.algo.objective import AGGREGATIONS
 from bugfix_rl.algo.update import minibatch_loss, policy_update, token_logprobs
 from bugfix_rl.config import AlgoConfig
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.policy.rl_base import new_tiny_agent
-from bugfix_rl.policy.tiny import TinyAgentConfig
+from bugfix_rl.policy.tiny import TinyAgentConfig, new_tiny_agent
 from bugfix_rl.policy.tokenizer import build_tokenizer
 from bugfix_rl.rollout.sampler import sample_token
 from bugfix_rl.types import Batch

@@ -21,9 +21,9 @@ from bugfix_rl.algo.update import policy_update, token_logprobs
 from bugfix_rl.config import AlgoConfig, TrainConfig
 from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.policy.rl_base import make_rl_base
 from bugfix_rl.policy.tokenizer import build_tokenizer
 from bugfix_rl.preflight import first_batch
+from bugfix_rl.recipes.rl_base import make_rl_base
 from bugfix_rl.types import Batch
 
 

@@ -58,8 +58,7 @@ def export_command(cfg) -> Path:
 
 def tiny_agent_config(loaded) -> dict:
     """config.json of an exported TinyAgent: what a forward needs, and where the weights came from."""
-    from bugfix_rl.policy.rl_base import COPY_FIELDS
-    from bugfix_rl.policy.tiny import SLOT_LOGIT
+    from bugfix_rl.policy.tiny import COPY_FIELDS, SLOT_LOGIT
     from bugfix_rl.policy.tokenizer import edit_marker_ids, identifier_ids
 
     model, tokenizer, policy = loaded.model, loaded.tokenizer, loaded.cfg.policy

@@ -14,11 +14,12 @@ def starting_policy(cfg, name: str, tokenizer, make_env, progress=None):
     path. The RL base is built (or loaded from its cache) only when asked for."""
     from bugfix_rl.policy.build import build_policy
     from bugfix_rl.recipes.cold_start import cold_start
+    from bugfix_rl.recipes.starting_policy import build_starting_policy
 
     if name not in ("rl_base", "sft"):
         torch.manual_seed(cfg.starts.seed)  # scratch's random weights: the same on every run
         return build_policy(cfg.policy, tokenizer, init=name), None
-    model = build_policy(cfg.policy, tokenizer, init="rl_base", env_cfg=cfg.env, progress=progress)
+    model = build_starting_policy(cfg.policy, tokenizer, init="rl_base", env_cfg=cfg.env, progress=progress)
     return model, (cold_start(cfg, model, tokenizer, make_env) if name == "sft" else None)
 
 

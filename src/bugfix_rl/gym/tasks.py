@@ -290,7 +290,7 @@ SHAPES_TASKS: tuple[Task, ...] = tuple(_task(name, "shapes", source, public, hid
 SPLITS = ("train", "heldout", "val", "test", "all", "shapes")
 
 
-# Operand names for the RL base's "pretraining" corpus (policy/rl_base.py): disjoint from every
+# Operand names for the RL base's "pretraining" corpus (recipes/rl_base.py): disjoint from every
 # held-out task's names, so held-out operands stay unseen.
 OPERAND_POOL = (
     "arg", "val", "num", "qty", "idx", "elem", "item", "data", "seq", "lst", "acc_b", "w", "y", "z",

@@ -1,11 +1,14 @@
-"""Policy registry: config -> tokenizer and model (TinyAgent; Qwen3 through transformers, policy/qwen3.py)."""
+"""Policy registry: config -> tokenizer and model (TinyAgent; Qwen3 through transformers, policy/qwen3.py).
+
+policy.init=rl_base, TinyAgent's RL base, is a recipe above this floor: recipes/starting_policy.py builds
+the policy a run starts from, and comes here for every other init."""
 
 from __future__ import annotations
 
 from bugfix_rl.checkpoint import CheckpointError, load_checkpoint, load_model_state
 from bugfix_rl.config import PolicyConfig
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.policy.rl_base import COPY_FIELDS, architecture, make_rl_base, new_tiny_agent
+from bugfix_rl.policy.tiny import COPY_FIELDS, architecture, new_tiny_agent
 from bugfix_rl.policy.tokenizer import Tokenizer, build_tokenizer
 from bugfix_rl.registry import Registry
 
@@ -27,11 +30,10 @@ def _chat_tokenizer(cfg):
     return load_chat_tokenizer(cfg.policy)
 
 
-def _tiny_agent(policy_cfg, tokenizer: Tokenizer, init: str, env_cfg=None, progress=None):
-    """A TinyAgent from `init`: rl_base (of env_cfg's env; default the edit menu; `progress` shows its
-    build), scratch, or a checkpoint path."""
+def _tiny_agent(policy_cfg, tokenizer: Tokenizer, init: str):
+    """A TinyAgent from `init`: scratch or a checkpoint path (rl_base: recipes/starting_policy.py)."""
     if init == "rl_base":
-        return make_rl_base(tokenizer, policy_cfg, env_cfg=env_cfg, progress=progress)
+        raise ValueError("policy.init=rl_base is built by a recipe: recipes.starting_policy.build_starting_policy")
     model = new_tiny_agent(tokenizer, architecture(policy_cfg))
     if init == "scratch":
         return model
@@ -48,14 +50,14 @@ def _tiny_agent(policy_cfg, tokenizer: Tokenizer, init: str, env_cfg=None, progr
     return model
 
 
-def _qwen3(policy_cfg, tokenizer, init: str, env_cfg=None, progress=None):
+def _qwen3(policy_cfg, tokenizer, init: str):
     """A Hugging Face Qwen3 from policy.model (init 'pretrained'), or with a checkpoint's weights."""
     from bugfix_rl.policy.qwen3 import build_qwen3
 
     return build_qwen3(policy_cfg, tokenizer, init)
 
 
-# policy.name -> (cfg -> tokenizer, (policy_cfg, tokenizer, init, env_cfg, progress) -> model)
+# policy.name -> (cfg -> tokenizer, (policy_cfg, tokenizer, init) -> model)
 TOKENIZERS = Registry("policy", {"tiny": _word_tokenizer, "qwen3": _chat_tokenizer})
 POLICIES = Registry("policy", {"tiny": _tiny_agent, "qwen3": _qwen3})
 # The cheapest init that builds a policy's architecture, for a replica whose weights are published to it
@@ -68,8 +70,7 @@ def build_tokenizer_for(cfg):
     return TOKENIZERS[cfg.policy.name](cfg)
 
 
-def build_policy(policy_cfg, tokenizer, init: str | None = None, env_cfg=None, progress=None):
-    """The policy from `init` (default policy_cfg.init): for TinyAgent rl_base (the starting policy of
-    env_cfg's env, default the edit menu), scratch or a checkpoint path; for Qwen3 pretrained or a
-    checkpoint path. `progress` (console.PhaseProgress) shows a long build, such as the RL base's."""
-    return POLICIES[policy_cfg.name](policy_cfg, tokenizer, init or policy_cfg.init, env_cfg, progress)
+def build_policy(policy_cfg, tokenizer, init: str | None = None):
+    """The policy from `init` (default policy_cfg.init): for TinyAgent scratch or a checkpoint path; for
+    Qwen3 pretrained or a checkpoint path. TinyAgent's rl_base is recipes.starting_policy's."""
+    return POLICIES[policy_cfg.name](policy_cfg, tokenizer, init or policy_cfg.init)

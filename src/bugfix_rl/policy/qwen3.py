@@ -213,7 +213,7 @@ class QwenPolicy(nn.Module):
 
     def demonstrate(self, env):
         """The env's oracle, played in chat tool calls through this model's token path (SFT demonstrations)."""
-        from bugfix_rl.rollout.chat_demonstrations import chat_oracle_for, chat_scripted_episode
+        from bugfix_rl.recipes.chat_demonstrations import chat_oracle_for, chat_scripted_episode
 
         return chat_scripted_episode(chat_oracle_for(env), env, self.path)
 

@@ -1,5 +1,5 @@
 """Qwen3's chat template (the `chat_template` of Qwen/Qwen3-0.6B's tokenizer_config.json), written out
-for the stand-in tokenizer (`policy/tiny_qwen.py`); a real checkpoint brings its own copy.
+for the stand-in tokenizer (`recipes/tiny_qwen.py`); a real checkpoint brings its own copy.
 
 What the token path relies on (`policy/chat_template.py`):
 - with tools, the system block lists each schema as JSON inside <tools></tools>;

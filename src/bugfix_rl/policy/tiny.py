@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from bugfix_rl.config import PolicyConfig
 from bugfix_rl.policy.copy_head import CopyHead, ResumeState, advance_resume
+from bugfix_rl.policy.tokenizer import Tokenizer, edit_marker_ids, identifier_ids
 
 # The vocabulary logit of every out-of-vocabulary slot: exp underflows to exactly 0 against any word's,
 # so no probability goes there, while log-probs, entropies and their gradients stay finite (-inf
@@ -301,3 +302,22 @@ class TinyAgent(nn.Module):
         cache.lengths += n_new
         last_hidden = hidden[torch.arange(B), last]  # [B, C]
         return self.copy.mixture_step(last_hidden, self._vocab_logits(last_hidden), cache)
+
+
+# ---------------------------------------------------------------- from the config
+
+COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "copy_softcap", "copy_suffix_match", "copy_edit_align",
+               "copy_edit_resume", "copy_resume_cut", "copy_resume_next", "shared_identifier_embedding")
+
+
+def architecture(policy_cfg) -> TinyAgentConfig:
+    return TinyAgentConfig(policy_cfg.d_model, policy_cfg.n_layers, policy_cfg.n_heads, policy_cfg.d_ff,
+                           policy_cfg.max_len, **{name: getattr(policy_cfg, name) for name in COPY_FIELDS})
+
+
+def new_tiny_agent(tokenizer: Tokenizer, arch: TinyAgentConfig) -> TinyAgent:
+    """A freshly initialised TinyAgent for this vocabulary (identifier ids filled in when needed)."""
+    ids = identifier_ids(tokenizer) if arch.shared_identifier_embedding else None
+    markers = edit_marker_ids(tokenizer) if (arch.copy_edit_align or arch.copy_edit_resume) else None
+    return TinyAgent(len(tokenizer.words), arch, identifier_ids=ids, edit_markers=markers,
+                     oov_slots=tokenizer.oov_slots)

@@ -13,9 +13,9 @@ def cold_start(cfg, model, tokenizer, make_env) -> list[float]:
     """SFT `model` in place on oracle demonstrations or its own successes; returns the SFT losses.
     Says so on stderr, with progress bars when logger.console is set and stderr is a terminal."""
     from bugfix_rl.algo.sft import sft_train
-    from bugfix_rl.progress import PhaseProgress
     from bugfix_rl.gym.envs import oracle_for
-    from bugfix_rl.rollout.demonstrations import oracle_demonstrations, rejection_sampled
+    from bugfix_rl.progress import PhaseProgress
+    from bugfix_rl.recipes.demonstrations import oracle_demonstrations, rejection_sampled
 
     cs = cfg.cold_start
     tasks = make_tasks("train")

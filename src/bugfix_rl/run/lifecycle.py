@@ -26,7 +26,8 @@ import torch.distributed as dist
 from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, model_tensors, optimizer_state,
                                   optimizer_tensors, save_checkpoint)
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+from bugfix_rl.policy.build import build_tokenizer_for
+from bugfix_rl.recipes.starting_policy import build_starting_policy
 from bugfix_rl.rollout.replay import schedule_from_record, schedule_record
 from bugfix_rl.run.evaluations import evaluate_split
 from bugfix_rl.run.learner import Learner, broadcast_weights, data_parallel, follow
@@ -136,7 +137,7 @@ def follow_run(cfg) -> None:
     torch.set_num_threads(cfg.threads)
     tokenizer = build_tokenizer_for(cfg)
     dist.barrier()  # rank 0 has built the RL base (or found it in the cache)
-    base = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
+    base = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
     model = copy.deepcopy(base)
     broadcast_weights(base)
     broadcast_weights(model)

@@ -24,6 +24,7 @@ from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.progress import PhaseProgress
 from bugfix_rl.recipes.cold_start import cold_start
+from bugfix_rl.recipes.starting_policy import build_starting_policy
 from bugfix_rl.run.alarms import malformed_alarm, malformed_alarm_line, mismatch_alarm, mismatch_alarm_line
 from bugfix_rl.run.evaluations import save_training_transcripts
 from bugfix_rl.run.final_eval import finish_run
@@ -90,7 +91,7 @@ def starting_policies(cfg, tokenizer, make_env) -> tuple:
     """(base, model, parallel): the run's starting policy (the RL base, after any cold start; the KL
     reference and the final evaluations' "base"), the policy to train (a copy of it, or the resumed
     checkpoint's weights) and this process's share of the update (run/learner.data_parallel)."""
-    base = build_policy(cfg.policy, tokenizer, env_cfg=cfg.env, progress=PhaseProgress(bars=cfg.logger.console))
+    base = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env, progress=PhaseProgress(bars=cfg.logger.console))
     parallel = data_parallel(cfg.trainer)
     if parallel.world_size > 1:
         dist.barrier()  # the other ranks load the RL base from the cache now

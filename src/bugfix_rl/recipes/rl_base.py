@@ -31,33 +31,17 @@ from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.generator import training_pool
 from bugfix_rl.gym.tasks import OPERAND_POOL, base_task_name, with_renamed_operands
 from bugfix_rl.kernels import kernel_signature
-from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
-from bugfix_rl.policy.tokenizer import Tokenizer, edit_marker_ids, identifier_ids
+from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig, architecture, new_tiny_agent
+from bugfix_rl.policy.tokenizer import Tokenizer
 from bugfix_rl.registry import Registry
 from bugfix_rl.rollout.sampler import scripted_episode
 
 if TYPE_CHECKING:
     from bugfix_rl.progress import PhaseProgress
 
-COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "copy_softcap", "copy_suffix_match", "copy_edit_align",
-               "copy_edit_resume", "copy_resume_cut", "copy_resume_next", "shared_identifier_embedding")
-
 
 def _nothing(*_) -> None:
     pass
-
-
-def architecture(policy_cfg) -> TinyAgentConfig:
-    return TinyAgentConfig(policy_cfg.d_model, policy_cfg.n_layers, policy_cfg.n_heads, policy_cfg.d_ff,
-                           policy_cfg.max_len, **{name: getattr(policy_cfg, name) for name in COPY_FIELDS})
-
-
-def new_tiny_agent(tokenizer: Tokenizer, arch: TinyAgentConfig) -> TinyAgent:
-    """A freshly initialised TinyAgent for this vocabulary (identifier ids filled in when needed)."""
-    ids = identifier_ids(tokenizer) if arch.shared_identifier_embedding else None
-    markers = edit_marker_ids(tokenizer) if (arch.copy_edit_align or arch.copy_edit_resume) else None
-    return TinyAgent(len(tokenizer.words), arch, identifier_ids=ids, edit_markers=markers,
-                     oov_slots=tokenizer.oov_slots)
 
 
 def noisy_demonstrations(recipe, tokenizer: Tokenizer, env_cfg=None, on_episode: Callable[[], None] = _nothing):
@@ -137,7 +121,7 @@ def shipped_base(path: Path) -> Path:
 # The code a base's weights depend on besides its recipe: the gym (tasks, envs, renderings, and the scripted
 # agents in gym/agents), how their episodes are tokenised and collated (types.py), the model and behaviour
 # cloning.
-BASE_CODE = ("gym/**/*.py", "policy/tiny.py", "policy/copy_head.py", "policy/tokenizer.py", "policy/rl_base.py",
+BASE_CODE = ("gym/**/*.py", "policy/tiny.py", "policy/copy_head.py", "policy/tokenizer.py", "recipes/rl_base.py",
              "rollout/sampler.py", "types.py", "algo/sft.py", "algo/packing.py")
 
 

@@ -21,7 +21,7 @@ def oracle_demonstrations(tasks: list[Task], count: int, make_env: Callable, tok
     """`count` oracle episodes cycling over `tasks`, each with a freshly drawn function name (and, with
     renamed_operands, operands drawn from OPERAND_POOL, so a copy of the demonstrations must copy);
     on_episode() after each (a progress bar). A model with its own `demonstrate(env)` (a chat model:
-    rollout/chat_demonstrations.py) plays the oracle in its own format; otherwise `oracle_cls` acts in
+    recipes/chat_demonstrations.py) plays the oracle in its own format; otherwise `oracle_cls` acts in
     the word format of `tokenizer`."""
     demonstrate = getattr(model, "demonstrate", None)
     rng = random.Random(seed)
