@@ -20,15 +20,15 @@ import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch 
 import torch
 
 from bugfix_rl.config import StopConfig, TrainConfig
-from bugfix_rl.evaluate.ablation import (build_report, forest_rows, power_lines, table_cells, table_header,
-                                         verdicts)
+from bugfix_rl.evaluate.ablation import build_report
 from bugfix_rl.evaluate.episodes import failure_analysis, failure_lines
 from bugfix_rl.evaluate.evaluate import action_sequences, behaviour_stats, per_task_table, sample_trajectories, success_counts
-from bugfix_rl.evaluate.plots import forest_plot
 from bugfix_rl.evaluate.stats import pass_rate_summary
 from bugfix_rl.gym.envs import make_env_factory, oracle_for
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+from bugfix_rl.present.ablation_report import forest_rows, power_lines, table_cells, table_header, verdicts
+from bugfix_rl.present.plots import forest_plot
 from bugfix_rl.recipes.starting_policy import build_starting_policy
 from bugfix_rl.stopping import stop_reason
 from bugfix_rl.train import Trainer

@@ -23,7 +23,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from bugfix_rl.evaluate.ablation import build_report, power_lines, table_cells, table_header, verdicts, write_report
+from bugfix_rl.evaluate.ablation import build_report
+from bugfix_rl.present.ablation_report import power_lines, table_cells, table_header, verdicts, write_report
 
 root, seconds = Path(sys.argv[1]), int(sys.argv[2])
 report = build_report(root, "default")

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import bugfix_rl  # noqa: F401  (pins the CPU kernels before torch loads)
 
-from bugfix_rl.dashboard import read_metrics
-from bugfix_rl.evaluate.ablation import build_report, table_cells, table_header, verdicts
+from bugfix_rl.evaluate.ablation import build_report
+from bugfix_rl.present.ablation_report import table_cells, table_header, verdicts
+from bugfix_rl.present.dashboard import read_metrics
 
 DOC = Path("docs/RESULTS.md")
 LATE = ("reward", "pass_rate", "turns", "edits", "reads", "submitted", "public_hidden_gap", "length_fail_p50",

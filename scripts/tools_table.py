@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from bugfix_rl.report_run import TOOL_TABLE_ROWS, tool_value
+from bugfix_rl.present.report_run import TOOL_TABLE_ROWS, tool_value
 
 # The book's Qwen3-0.6B tools lab (its real-model labs page; README, "The book"): held-out 10 tasks x 8,
 # before -> after 18 GRPO steps

@@ -135,7 +135,7 @@ def test_canary_metrics_wilson_interval_and_infrastructure_failures_left_out():
 
 
 def test_dashboard_draws_canary_reward_with_its_band():
-    from bugfix_rl.dashboard import dashboard_figure
+    from bugfix_rl.present.dashboard import dashboard_figure
 
     rows = [{"step": s, "reward": 0.5, "canary_reward": s / 4, "canary_reward_lo": 0.0, "canary_reward_hi": 0.6}
             for s in range(3)]

@@ -125,7 +125,7 @@ def test_a_train_or_eval_process_never_imports_scipy_stats():
     quantiles and import scipy.stats only inside the functions that need it (McNemar, power)."""
     code = ("import sys, bugfix_rl.cli, bugfix_rl.run.training, bugfix_rl.commands.eval, bugfix_rl.commands.report, "
             "bugfix_rl.commands.preflight, bugfix_rl.commands.starts, bugfix_rl.commands.sft, bugfix_rl.run.preflight, "
-            "bugfix_rl.evaluate.tables, bugfix_rl.evaluate.power; print('scipy.stats' in sys.modules)")
+            "bugfix_rl.present.tables, bugfix_rl.evaluate.power; print('scipy.stats' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr
 
@@ -149,7 +149,7 @@ def test_help_describes_every_key_in_one_line(command):
     import dataclasses
 
     from bugfix_rl.cli import _schema_for
-    from bugfix_rl.help import described_keys
+    from bugfix_rl.present.help import described_keys
 
     rows = described_keys(_schema_for(command), {})
     assert [key for key, _, about in rows if not about] == []

@@ -21,12 +21,13 @@ import pytest
 import torch
 
 from bugfix_rl import cli
-from bugfix_rl.evaluate.ablation import ReportError, build_report, shapes_table
+from bugfix_rl.evaluate.ablation import ReportError, build_report
 from bugfix_rl.evaluate.checkpoint_eval import run_eval
 from bugfix_rl.evaluate.evaluate import success_counts
 from bugfix_rl.evaluate.intervals import arm_difference
 from bugfix_rl.evaluate.power import minimum_detectable_effect, required_units_t
 from bugfix_rl.evaluate.stats import required_units
+from bugfix_rl.present.ablation_report import shapes_table
 from bugfix_rl.types import Trajectory
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -346,7 +347,7 @@ def test_wandb_offline_run_holds_the_final_evaluation_and_an_episodes_table(smok
 
 def test_a_sweep_runs_wandb_group_is_its_sweep():
     from bugfix_rl.config import TrainConfig
-    from bugfix_rl.wandb_run import run_identity
+    from bugfix_rl.present.wandb_run import run_identity
 
     config = dataclasses.asdict(TrainConfig(arm="env.reward=mixed", experiment="smoke", seed=1))
     swept = run_identity(config, Path("outputs/multirun/smoke/2026-12-03_07-55-16/env.reward=mixed_seed1_3"))
@@ -373,7 +374,7 @@ def test_success_counts_hidden_tests_not_the_training_reward():
 def test_dashboard_panels_keep_sizes_apart_and_show_validation_with_its_interval():
     import matplotlib.pyplot as plt
 
-    from bugfix_rl.dashboard import dashboard_figure
+    from bugfix_rl.present.dashboard import dashboard_figure
 
     rows = [{"step": s, "reward": 0.1 * s, "pass_rate": 0.1 * s, "entropy": 0.3, "approx_kl": 1e-3, "clip_frac": 0.01,
              "grad_norm": 1.3, "logp_gap": 1e-6} for s in range(4)]

@@ -66,7 +66,7 @@ def test_pass_at_k_with_fewer_episodes_than_k_is_not_a_number_printed_as_nan(run
     """n=2 test episodes per task (smoke): pass@4 and pass@8 do not exist; summary.md and the console's
     last lines said `nan`, now `n/a (n=2<4)`."""
     from bugfix_rl.evaluate.stats import pass_rate_summary
-    from bugfix_rl.report_run import pass_at_text
+    from bugfix_rl.present.report_run import pass_at_text
 
     assert pass_at_text(pass_rate_summary(torch.tensor([1, 2, 0]), 2), 4) == "n/a (n=2<4)"
     assert pass_at_text(pass_rate_summary(torch.tensor([1, 0]), 4), 4) == "0.500"  # (1 - C(3,4)/C(4,4) + 0) / 2

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bugfix_rl.evaluate.ablation import Report, table_header
+from bugfix_rl.evaluate.ablation import Report
+from bugfix_rl.present.ablation_report import table_header
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 GENERATED = ["RESULTS.md", "ALGORITHMS.md", "MEASUREMENT.md"]

@@ -17,12 +17,12 @@ from bugfix_rl.algo import update as update_module
 from bugfix_rl.algo.objective import AGGREGATIONS
 from bugfix_rl.algo.update import minibatch_loss, policy_update, token_logprobs
 from bugfix_rl.config import AlgoConfig
-from bugfix_rl.dashboard import read_metrics
 from bugfix_rl.gym.chat import CHAT_FRONT_ENDS, ToolsChat, edit_menu_words
 from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.chat_template import TokenPathMismatch, Transcript, check_token_path
 from bugfix_rl.policy.qwen3 import FullLogits
+from bugfix_rl.present.dashboard import read_metrics
 from bugfix_rl.types import collate
 
 

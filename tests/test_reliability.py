@@ -78,7 +78,8 @@ def test_the_summary_and_its_line():
 def test_the_reports_noise_floor_by_hand():
     from types import SimpleNamespace
 
-    from bugfix_rl.evaluate.ablation import noise_floor, power_lines
+    from bugfix_rl.evaluate.ablation import noise_floor
+    from bugfix_rl.present.ablation_report import power_lines
 
     # two runs of 2 tasks x 4 episodes: counts 4, 2 and 3, 2 -> flip rates 0, 2/3, 1/2, 2/3, mean 11/24
     rows = [SimpleNamespace(task_rates=torch.tensor([[1.0, 0.5], [0.75, 0.5]], dtype=torch.float64))]

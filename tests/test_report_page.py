@@ -7,9 +7,10 @@ import json
 import math
 from pathlib import Path
 
-from bugfix_rl.dashboard import dashboard_figure
-from bugfix_rl.evaluate.ablation import build_report, power_lines
-from bugfix_rl.viewer import sweep_page
+from bugfix_rl.evaluate.ablation import build_report
+from bugfix_rl.present.ablation_report import power_lines
+from bugfix_rl.present.dashboard import dashboard_figure
+from bugfix_rl.present.viewer import sweep_page
 
 
 def _run(root: Path, arm: str, seed: int, per_task: list[int], n: int = 4) -> None:

@@ -160,7 +160,7 @@ def test_episode_diagnostics_and_log_ratio_summary_by_hand():
     import torch
 
     from bugfix_rl.algo.update import log_ratio_summary
-    from bugfix_rl.dashboard import episode_diagnostics
+    from bugfix_rl.present.dashboard import episode_diagnostics
 
     def episode(submitted, hidden, public, turns):
         info = SimpleNamespace(submitted=submitted, graded=False, hidden_pass=hidden, public_pass=public,

@@ -16,9 +16,9 @@ import torch
 from bugfix_rl.algo.advantage_stage import compute_advantages
 from bugfix_rl.algo.objective import overlong_penalty
 from bugfix_rl.config import AlgoConfig
-from bugfix_rl.dashboard import dashboard_row
 from bugfix_rl.gym.edit_menu import EpisodeInfo
 from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.present.dashboard import dashboard_row
 from bugfix_rl.rollout.collect import TaskStats, collect_step, degenerate, draw_tasks
 from bugfix_rl.types import Trajectory, collate
 

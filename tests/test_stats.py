@@ -6,7 +6,6 @@ from fractions import Fraction
 import pytest
 import torch
 
-from bugfix_rl.evaluate.plots import forest_plot
 from bugfix_rl.evaluate.stats import (
     bootstrap_ci,
     degenerate_group_probability,
@@ -17,6 +16,7 @@ from bugfix_rl.evaluate.stats import (
     power_table,
     required_units,
 )
+from bugfix_rl.present.plots import forest_plot
 
 
 def test_pass_at_k_hand_values_and_not_plug_in():

@@ -72,7 +72,7 @@ def test_the_alarm_fires_on_a_run_at_lr_1e3_and_can_stop_it(tmp_path, capsys):
 def test_the_dashboard_draws_the_alarm_only_in_a_run_where_it_fired():
     import matplotlib.pyplot as plt
 
-    from bugfix_rl.dashboard import dashboard_figure
+    from bugfix_rl.present.dashboard import dashboard_figure
 
     def policy_labels(alarms):
         rows = [{"step": s, "reward": 0.0, "entropy": 0.0, "zero_adv_frac": 1.0, "collapse_alarm": a}

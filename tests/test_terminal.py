@@ -8,7 +8,7 @@ import sys
 
 from rich.table import Table
 
-from bugfix_rl.terminal import PIPE_COLUMNS, output_console
+from bugfix_rl.present.terminal import PIPE_COLUMNS, output_console
 
 
 def test_a_console_that_is_not_a_terminal_is_wide(monkeypatch, capsys):

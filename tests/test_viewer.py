@@ -63,7 +63,7 @@ def test_the_run_page_renders_episodes_for_every_task_a_legend_and_no_console_er
 
 def test_the_run_page_shows_held_out_and_shapes_beside_each_other(tmp_path):
     from bugfix_rl.evaluate.stats import gain_kept, paired_summary, pass_rate_summary
-    from bugfix_rl.viewer import run_page
+    from bugfix_rl.present.viewer import run_page
 
     result = {"config": {"experiment": "e", "arm": "a", "seed": 0, "steps": 1}, "chosen_step": 1, "validation": {}}
     for split, final, start in (("heldout", [4] * 10, [2] * 10), ("shapes", [3] * 50, [1] * 50)):

@@ -218,14 +218,14 @@ BODIES = {"train": (_train, "train"), "preflight": (_preflight, "train"), "eval"
 
 def print_help(command: str, args: list[str]) -> None:
     """`bugfix-rl <command> [overrides] --help`: its usage, its config groups (train's), and every key of
-    the config those overrides compose, with its value and one-line description (help.py)."""
+    the config those overrides compose, with its value and one-line description (present/help.py)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
 
     from bugfix_rl.config import register_configs
     from bugfix_rl.config.overrides import plain_overrides
-    from bugfix_rl.help import config_help
+    from bugfix_rl.present.help import config_help
 
     register_configs()
     config_name = BODIES[command][1]

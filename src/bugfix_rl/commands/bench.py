@@ -26,9 +26,9 @@ from rich.table import Table
 
 from bugfix_rl.commands.configured_policy import configured_policy
 from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.present.terminal import output_console
 from bugfix_rl.rollout.collect import draw_step_tasks
 from bugfix_rl.rollout.pool import InlinePool, make_pool
-from bugfix_rl.terminal import output_console
 
 
 def _sampling_seconds(pool, tasks, algo, seed: int) -> tuple[float, int]:

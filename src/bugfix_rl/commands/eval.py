@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from bugfix_rl.terminal import output_console
+from bugfix_rl.present.terminal import output_console
 
 
 def eval_command(cfg) -> dict:
@@ -15,7 +15,7 @@ def eval_command(cfg) -> dict:
     evaluation (a run dir: its chosen checkpoint), optionally save it."""
     from bugfix_rl.errors import UserError
     from bugfix_rl.evaluate.checkpoint_eval import run_eval
-    from bugfix_rl.evaluate.tables import print_eval
+    from bugfix_rl.present.tables import print_eval
     from bugfix_rl.commands.inputs import checkpoint_of
 
     torch.set_num_threads(cfg.threads)

@@ -90,7 +90,7 @@ def check_inputs(command: str, cfg) -> None:
     if command in ("train", "preflight", "sft", "starts", "bench"):
         check_policy_source(cfg)
     if command == "train" and cfg.logger.tensorboard:
-        from bugfix_rl.tensorboard_run import available
+        from bugfix_rl.present.tensorboard_run import available
 
         if not available():
             raise UserError("logger.tensorboard=true needs the tensorboard package, which is not installed:"

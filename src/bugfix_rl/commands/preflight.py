@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bugfix_rl.commands.configured_policy import configured_policy
-from bugfix_rl.console import TrainConsole
+from bugfix_rl.present.console import TrainConsole
 
 
 def preflight_command(cfg) -> bool:

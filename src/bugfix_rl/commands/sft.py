@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bugfix_rl.commands.configured_policy import configured_policy
-from bugfix_rl.terminal import output_console
+from bugfix_rl.present.terminal import output_console
 
 
 def sft_command(cfg, run_dir: Path) -> Path:

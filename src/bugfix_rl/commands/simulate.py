@@ -271,7 +271,7 @@ def simulate_command(cfg, console=None) -> tuple[SimResult, SimResult]:
     """`bugfix-rl simulate [overrides]`: sync vs async side by side, and the Little's-law sizing."""
     from rich.console import Console
 
-    from bugfix_rl.terminal import output_console
+    from bugfix_rl.present.terminal import output_console
     from rich.table import Table
 
     console = console or output_console()

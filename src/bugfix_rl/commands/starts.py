@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from rich.table import Table
 
-from bugfix_rl.terminal import output_console
+from bugfix_rl.present.terminal import output_console
 
 
 def starting_policy(cfg, name: str, tokenizer, make_env, progress=None):

@@ -15,7 +15,7 @@ def train_command(cfg, run_dir: Path) -> bool:
     """Train (rank 0 writes the run dir; under torchrun the other ranks follow it) and print the outcome:
     True. A Ctrl-C ends the run with one line on stderr, the last checkpoint and the command that
     resumes from it: False (the CLI's exit code 130)."""
-    from bugfix_rl.console import print_outcome
+    from bugfix_rl.present.console import print_outcome
     from bugfix_rl.run.distributed import learner_ranks
     from bugfix_rl.run.lifecycle import RunInterrupted, follow_run
     from bugfix_rl.run.training import run_training

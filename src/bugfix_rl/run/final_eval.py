@@ -18,16 +18,16 @@ from typing import Callable
 
 import torch
 
-from bugfix_rl.dashboard import plot_dashboard
-from bugfix_rl.evaluate.plots import plot_pass_at_k
 from bugfix_rl.evaluate.stats import gain_kept, paired_summary, pass_at_k_curve
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy
+from bugfix_rl.present.dashboard import plot_dashboard
+from bugfix_rl.present.plots import plot_pass_at_k
+from bugfix_rl.present.viewer import pick_episodes, write_run_page
 from bugfix_rl.progress import PhaseProgress
 from bugfix_rl.rollout.replay import replay_caveats
 from bugfix_rl.run.evaluations import evaluate_split, evaluate_with_transcripts
 from bugfix_rl.run.lifecycle import RunState
-from bugfix_rl.viewer import pick_episodes, write_run_page
 
 
 @dataclass
@@ -46,7 +46,7 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
                progress: PhaseProgress | None = None, loggers=()) -> dict:  # loggers: each gets logger.final(...)
     """Choose the checkpoint on validation, evaluate base and chosen on test once (and on the
     held-out and the `shapes` tasks), write the reports. `progress` shows the evaluations."""
-    from bugfix_rl.report_run import write_summary
+    from bugfix_rl.present.report_run import write_summary
 
     progress = progress or PhaseProgress(bars=False, lines=False)
     evaluations = []

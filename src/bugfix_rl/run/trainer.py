@@ -15,11 +15,11 @@ import time
 import torch
 
 from bugfix_rl.algo.advantage_stage import advantage_stage
-from bugfix_rl.dashboard import dashboard_row
 from bugfix_rl.evaluate.canary_reward import canary_metrics, sample_canaries
 from bugfix_rl.gym.envs import env_sandbox
 from bugfix_rl.gym.generator import training_pool
 from bugfix_rl.gym.regrade import grading_metrics
+from bugfix_rl.present.dashboard import dashboard_row
 from bugfix_rl.rollout.collect import StepRollouts, TaskStats, collect_step, draw_step_tasks
 from bugfix_rl.rollout.pool import make_pool
 from bugfix_rl.run.learner import Learner

@@ -17,11 +17,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from bugfix_rl.console import TrainConsole
-from bugfix_rl.dashboard import JsonlLogger
 from bugfix_rl.errors import PreflightFailed
 from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+from bugfix_rl.present.console import TrainConsole
+from bugfix_rl.present.dashboard import JsonlLogger
 from bugfix_rl.progress import PhaseProgress
 from bugfix_rl.recipes.cold_start import cold_start
 from bugfix_rl.recipes.starting_policy import build_starting_policy
@@ -132,11 +132,11 @@ def open_loggers(cfg, run_dir: Path, inherited_rows: list[dict]) -> list:
     metrics.jsonl starts with the rows it inherits."""
     loggers = [JsonlLogger(run_dir / "metrics.jsonl")] if cfg.logger.jsonl else []
     if cfg.logger.wandb:
-        from bugfix_rl.wandb_run import WandbLogger
+        from bugfix_rl.present.wandb_run import WandbLogger
 
         loggers.append(WandbLogger(cfg.logger, run_dir, dataclasses.asdict(cfg)))
     if cfg.logger.tensorboard:
-        from bugfix_rl.tensorboard_run import TensorBoardLogger
+        from bugfix_rl.present.tensorboard_run import TensorBoardLogger
 
         loggers.append(TensorBoardLogger(run_dir))
     if cfg.logger.jsonl:

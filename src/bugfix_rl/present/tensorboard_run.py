@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bugfix_rl.wandb_run import final_metrics
+from bugfix_rl.present.wandb_run import final_metrics
 
 FOLDER = "tensorboard"  # under the run dir
 

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from bugfix_rl.evaluate.episodes import decode_ids, token_runs
 from bugfix_rl.evaluate.reliability import reliability_line
-from bugfix_rl.report_run import gain_kept_lines
+from bugfix_rl.present.report_run import gain_kept_lines
 
 EPISODES_PER_KIND = 2  # successes and failures shown per task and policy
 
@@ -186,8 +186,8 @@ def write_run_page(run_dir: Path, result: dict, episodes: dict[str, list], token
 
 def sweep_page(report) -> str:
     """`report`'s page: the ablation table, the forest plot, the verdicts, and a link to each run's page."""
-    from bugfix_rl.evaluate.ablation import (describe, describe_shapes, power_lines, shapes_table, table_cells,
-                                             table_header, verdicts)
+    from bugfix_rl.present.ablation_report import (describe, describe_shapes, power_lines, shapes_table,
+                                                   table_cells, table_header, verdicts)
 
     out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>report: {_e(report.root.name)}</title>"
            f"<style>{CSS}</style></head><body><h1>Ablation report: {_e(report.root.name)}</h1><table id='ablation'><tr>"]

@@ -5,12 +5,13 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from bugfix_rl.evaluate.ablation import (Report, describe, describe_shapes, power_lines, shapes_table, table_cells,
-                                        table_header)
+from bugfix_rl.evaluate.ablation import Report
 from bugfix_rl.evaluate.checkpoint_eval import label_of
 from bugfix_rl.evaluate.episodes import failure_lines
 from bugfix_rl.evaluate.reliability import reliability_line
-from bugfix_rl.terminal import output_console
+from bugfix_rl.present.ablation_report import (describe, describe_shapes, power_lines, shapes_table, table_cells,
+                                               table_header)
+from bugfix_rl.present.terminal import output_console
 
 
 def _ci(entry: dict, signed: bool = False) -> str:

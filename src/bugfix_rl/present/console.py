@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from bugfix_rl.dashboard import ASYNC_KEYS, CONSOLE_KEYS
+from bugfix_rl.present.dashboard import ASYNC_KEYS, CONSOLE_KEYS
+from bugfix_rl.present.report_run import gain_kept_lines, pass_at_text, start_chosen_lines
+from bugfix_rl.present.terminal import output_console
 from bugfix_rl.progress import bar_columns
-from bugfix_rl.report_run import gain_kept_lines, pass_at_text, start_chosen_lines
-from bugfix_rl.terminal import output_console
 
 
 def _fmt(value) -> str:

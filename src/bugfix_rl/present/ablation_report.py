@@ -1,0 +1,153 @@
+"""The ablation report as text: the table's header and cells (shared by the console, report.md and the
+sweep page), its descriptions, the verdicts and the power block, and report.md with its forest plot.
+The numbers are evaluate/ablation.py's (build_report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bugfix_rl.evaluate.ablation import ArmRow, Report
+
+
+def forest_rows(report: Report) -> list[dict]:
+    return [{"label": f"{r.arm} - {report.reference}", "diff": r.diff[0], "lo": r.diff[1], "hi": r.diff[2]}
+            for r in report.rows if r.diff is not None]
+
+
+def _num(value, fmt: str = ".3f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def table_cells(report: Report, row: ArmRow) -> list[str]:
+    """The ablation table's cells for one arm (shared by the console and report.md)."""
+    paired = ("reference" if row.diff is None
+              else f"{row.diff[0]:+.3f} [{row.diff[1]:+.3f}, {row.diff[2]:+.3f}]" + ("" if row.seed_aware else " tasks only"))
+    mde = "-" if row.diff is None else (_num(row.mde) if row.seed_aware else "n/a (1 seed)")
+    return [row.arm, " ".join(str(s) for s in row.seeds), " ".join(f"{v:.3f}" for v in row.per_seed),
+            f"{row.mean:.3f}", paired, mde, _num(row.train["late_reward"]), _num(row.train["late_exploit"], ".2f"),
+            _num(row.train["final_entropy"]), _num(row.train["sampled_episodes"], ".0f"),
+            _num(row.train["seconds_per_step"])]
+
+
+SCORE_NAMES = {"heldout": "held-out", "test": "test", "shapes": "shapes"}  # source -> column name
+SHAPES_COLUMNS = 6  # the shapes table: arm .. MDE (the training columns are the main table's)
+
+
+def table_header(report: Report, source: str | None = None) -> list[str]:
+    score = SCORE_NAMES[source or report.source]
+    return ["arm", "seeds", f"{score} pass@1 by seed", "mean", f"vs {report.reference} [95% CI, seeds + tasks]",
+            "MDE (80%)", "late reward", "exploit", "entropy", "episodes", "s / step"]
+
+
+def shapes_table(report: Report) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the shapes table: each arm on the `shapes` tasks, compared with the reference
+    by the same seed-and-task interval as the main table; empty rows when there is no shapes table."""
+    header = table_header(report, "shapes")[:SHAPES_COLUMNS]
+    return header, [table_cells(report, row)[:SHAPES_COLUMNS] for row in report.shapes or []]
+
+
+def describe_shapes(report: Report) -> str:
+    shapes = report.runs[0]
+    return (f"Shapes: pass@1 on {len(shapes.tasks['shapes'])} `shapes` tasks (eval.json 'shapes', chosen checkpoint;"
+            f" built from function templates that training never draws), {shapes.episodes['shapes']} episodes per"
+            f" task per run; the same seeds-and-tasks interval and MDE as above. The held-out table stays the"
+            f" report's score; this one compares the arms on function shapes no arm trained on.")
+
+
+def describe(report: Report) -> str:
+    score = ("held-out tasks (eval.json 'heldout', chosen checkpoint)" if report.source == "heldout"
+             else "test tasks (eval.json 'test', chosen checkpoint)")
+    return (f"{len(report.runs)} runs, {len(report.rows)} arms; score: pass@1 on {report.tasks} {score},"
+            f" {report.episodes} episodes per task per run. The interval vs the reference is a t-interval whose"
+            f" variance adds each arm's seed-to-seed variance and the task-to-task variance of the per-task"
+            f" differences (Welch-Satterthwaite df; it covered >= 0.94 in docs/STATISTICS.md's simulation);"
+            f" MDE is the difference it would detect with 80% power; late reward and exploit use are means of the last 5 training steps, entropy"
+            f" is the last step's (nats, policy tokens), episodes are those sampled per run, s / step is the"
+            f" training loop's wall-clock per step (sampling + update, evaluations excluded); all averaged over"
+            f" seeds.")
+
+
+def power_lines(power: dict) -> list[str]:
+    seed_sd, task_sd = power["seed_sd"], power["task_diff_sd"]
+    first = (f"seed sd of an arm mean {_num(seed_sd)}"
+             + ("" if seed_sd else " (needs an arm with >= 2 seeds and some spread)")
+             + f" | sd of per-task differences {_num(task_sd)}"
+             + (f" ({power['task_diff_arm']} vs reference)" if power["task_diff_arm"] else " (needs a second arm)"))
+    lines = [first]
+    floor = power.get("noise_floor") or {}
+    runs = (f"{floor['runs']:.3f} (1.96 sqrt(2) x seed sd, at least the next)" if floor.get("runs")
+            else "- (needs an arm with >= 2 seeds)")
+    lines.append(f"noise floor (95%, {power['tasks']} tasks x {power['episodes']} episodes): two runs of one arm differ"
+                 f" by up to {runs}; two evaluations of one checkpoint by up to {_num(floor.get('evaluations'))}"
+                 f" (episode noise alone, mean flip rate {_num(floor.get('mean_flip_rate'))}). A difference between"
+                 f" two single runs below the first is noise.")
+    if power.get("left_out"):
+        lines.append(f"left out of the variance estimates (mean pass@1 at the floor or ceiling): {', '.join(power['left_out'])}")
+    for row in power["table"]:
+        lines.append(f"effect {row['effect']:.2f}: seeds per arm {_num(row['seeds_per_arm'], 'd')}"
+                     f" | paired tasks {_num(row['paired_tasks'], 'd')}"
+                     f"  (t-test; the book's z-test: {_num(row['seeds_per_arm_z'], 'd')} | {_num(row['paired_tasks_z'], 'd')})")
+    if power.get("components"):
+        parts = power["components"]
+        lines.append(f"variance parts (pass-rate scale): seed {parts['seed']:.4f}, arm x task {parts['interaction']:.4f},"
+                     f" seed x task {parts['seed_task']:.4f}, episodes {parts['episode']:.4f} at {parts['episodes']}")
+        lines.append(f"for the seeds-and-tasks interval above, at these {power['tasks']} tasks x {power['episodes']}"
+                     " episodes: " + "; ".join(
+                         f"effect {row['effect']:.2f} needs {_num(row['design_seeds'], 'd')} seeds per arm"
+                         + ("" if row["design_seeds"] else " (not reachable with seeds alone: add tasks)")
+                         for row in power["table"]) + " (bugfix-rl plan dir=... sizes other designs)")
+    return lines
+
+
+def verdicts(report: Report) -> list[str]:
+    """One markdown bullet per compared arm: its paired difference and what the interval allows one to say."""
+    lines = []
+    for row in report.rows:
+        if row.diff is None:
+            continue
+        diff, lo, hi = row.diff
+        if lo > 0 or hi < 0:
+            verdict = (f"the interval excludes 0, so the arm is {'better' if lo > 0 else 'worse'}"
+                       f" than the reference by {abs(diff):.2f} (between {min(abs(lo), abs(hi)):.2f} and"
+                       f" {max(abs(lo), abs(hi)):.2f})")
+        else:
+            verdict = (f"the interval includes 0, so {len(row.seeds)} seeds and {report.tasks} tasks cannot tell this"
+                       f" arm from the reference; an effect as large as {max(abs(lo), abs(hi)):.2f} is not ruled out")
+        verdict += (f"; this design detects {row.mde:.2f} with 80% power" if row.mde is not None
+                    else "; one seed: the interval is over tasks only and leaves seed variance out")
+        exploit = row.train.get("late_exploit")
+        extra = (f"; its late training reward is {row.train['late_reward']:.2f} with exploit use {exploit:.2f}"
+                 if exploit is not None and exploit > 0.5 else "")
+        lines.append(f"- **{row.arm}**: {diff:+.3f} [{lo:+.3f}, {hi:+.3f}]: {verdict}{extra}.")
+    return lines
+
+
+def write_report(report: Report) -> list[Path]:
+    """Write report.md (+ forest_plot.png when there is a comparison) into the sweep dir; their paths."""
+    from bugfix_rl.present.plots import forest_plot
+
+    header = table_header(report)
+    lines = [f"# Ablation report: {report.root.name}", "", describe(report), "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(table_cells(report, row)) + " |" for row in report.rows]
+    rows, written = forest_rows(report), []
+    if rows:
+        written.append(report.root / "forest_plot.png")
+        forest_plot(rows, str(written[-1]), title=f"pass@1 difference vs {report.reference} (95% CI over seeds and tasks)")
+        lines += ["", "![forest plot](forest_plot.png)"]
+    else:
+        lines += ["", "(only the reference arm: no comparison, no forest plot)"]
+    if report.shapes:
+        header, cells = shapes_table(report)
+        lines += ["", "## Shapes (function shapes held out from training)", "", describe_shapes(report), "",
+                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in cells]
+    lines += ["", "## Power (alpha 0.05, power 0.8)", "", "```"] + power_lines(report.power) + ["```"]
+    lines += ["", "## Runs", ""] + [f"- `{r.path.relative_to(report.root) if r.path != report.root else '.'}`:"
+                                    f" arm {r.arm}, seed {r.seed}, pass@1 {r.rates[report.source].mean():.3f}"
+                                    for r in sorted(report.runs, key=lambda r: (r.arm, r.seed))]
+    if report.notes:
+        lines += ["", "Notes:"] + [f"- {note}" for note in report.notes]
+    path = report.root / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return [path] + written
