@@ -40,7 +40,7 @@ def shipped_configs() -> list[tuple[str, object]]:
     configs = []
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for label in labels:
-            cfg = to_object(compose("train", overrides=[] if label == "default" else [f"+exp={label}"]))
+            cfg = to_object(compose("train", overrides=[] if label == "default" else [f"exp={label}"]))
             if cfg.policy.name == "tiny" and cfg.policy.init == "rl_base":
                 configs.append((label, cfg))
     return configs

@@ -30,7 +30,7 @@ from bugfix_rl.commands.bench import bench_command
 from bugfix_rl.commands.simulate import read_calibration, seconds_per_step, simulate
 from bugfix_rl.config import SimulateConfig, register_configs, to_object
 
-COMMON = ["+exp=tools", "threads=1", "rollout.worker_threads=1", "algo.tis_cap=2.0"]
+COMMON = ["exp=tools", "threads=1", "rollout.worker_threads=1", "algo.tis_cap=2.0"]
 
 
 def composed(overrides: list[str]):

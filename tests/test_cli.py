@@ -25,9 +25,6 @@ CASES = [
     (["sft", "cold_start.source=web"], "cold_start.source=web is not allowed", "oracle"),
     (["train", "policy.copy_resume_cut=true"], "policy.copy_resume_cut needs policy.copy_edit_resume=true", ""),
     (["train", "policy.copy_resume_next=true"], "policy.copy_resume_next needs policy.copy_edit_resume=true", ""),
-    # issue 38: Hydra's "Could not override 'exp'. No match in the defaults list." became these hints
-    (["train", "exp=capstone"], "exp=capstone needs a '+': +exp=capstone", ""),
-    (["train", "ablation=kl,sft", "-m"], "needs a '+': +ablation=kl,sft", ""),
     (["eval", "env=tools", "ckpt=x"], "eval takes no config groups (env=tools)", "the env it was trained in"),
     (["report", "algo=dapo", "dir=x"], "report takes no config groups (algo=dapo)", "dir, reference"),
     (["train", "stpes=3"], "unknown config key 'stpes'; did you mean 'steps'?", ""),
@@ -53,6 +50,15 @@ def test_help_and_cfg_job_work():
     assert _run(["train", "--help"]).returncode == 0
     shown = _run(["train", "+exp=capstone", "--cfg", "job"])
     assert shown.returncode == 0 and "steps: 60" in shown.stdout
+
+
+def test_exp_and_ablation_are_chosen_with_or_without_a_plus():
+    """exp and ablation are null in train's defaults list, so `exp=capstone` chooses one as any group
+    is chosen; `+exp=capstone`, the spelling of every recipe before, composes the same config."""
+    plain = _run(["train", "exp=ablation", "ablation=kl", "--cfg", "job"])
+    plus = _run(["train", "+exp=ablation", "+ablation=kl", "--cfg", "job"])
+    assert plain.returncode == 0 and plus.returncode == 0, plain.stderr + plus.stderr
+    assert plain.stdout == plus.stdout and "arm: kl" in plain.stdout and "experiment: ablation" in plain.stdout
 
 
 def test_missing_resume_checkpoint_is_one_line_exit_2(tmp_path):

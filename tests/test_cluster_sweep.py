@@ -36,11 +36,11 @@ def _launcher(overrides: list[str]):
 
 
 def test_slurm_launcher_config_replaces_the_ablation_launcher():
-    launcher = _launcher(["+exp=ablation", "threads=3", "hydra/launcher=slurm_cpu"])
+    launcher = _launcher(["exp=ablation", "threads=3", "hydra/launcher=slurm_cpu"])
     assert type(launcher).__name__ == "SlurmLauncher"
     assert launcher.params["cpus_per_task"] == 3 and launcher.params["timeout_min"] == 120
-    assert type(_launcher(["+exp=ablation"])).__name__ == "JoblibLauncher"
-    assert _launcher(["+exp=ablation"]).joblib["n_jobs"] == 2
+    assert type(_launcher(["exp=ablation"])).__name__ == "JoblibLauncher"
+    assert _launcher(["exp=ablation"]).joblib["n_jobs"] == 2
 
 
 @pytest.mark.slow  # ~30 s: three submitit jobs; the joblib launcher's sweep is read by report in test_eval_report

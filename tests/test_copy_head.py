@@ -354,7 +354,7 @@ def test_preflight_passes_on_the_tools_env_with_the_copy_head():
     torch.set_num_threads(1)
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = to_object(compose("train", overrides=["+exp=tools", "algo.prompts_per_step=4"]))
+        cfg = to_object(compose("train", overrides=["exp=tools", "algo.prompts_per_step=4"]))
     assert cfg.policy.copy_head and cfg.env.name == "tools"
     tokenizer = build_tokenizer_for(cfg)
     model = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)

@@ -20,7 +20,7 @@ READERS = {"copy_edit_resume": ("copy_resume_cut", "copy_resume_next")}  # switc
 def _policy(*overrides: str) -> dict:
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = OmegaConf.to_object(compose("train", overrides=["+exp=tools_generated", *overrides]))
+        cfg = OmegaConf.to_object(compose("train", overrides=["exp=tools_generated", *overrides]))
     validate(cfg)
     return {name: value for name, value in asdict(cfg.policy).items() if name in SWITCHES} | {"arm": cfg.arm}
 
@@ -31,7 +31,7 @@ def test_every_switch_has_an_arm():
 
 @pytest.mark.parametrize("switch", SWITCHES)
 def test_an_arm_turns_off_its_switch_and_nothing_else(switch):
-    recipe, arm = _policy(), _policy(f"+ablation={switch}_off")
+    recipe, arm = _policy(), _policy(f"ablation={switch}_off")
     assert all(recipe[name] for name in SWITCHES), "the recipe has every switch on"
     off = {switch, *READERS.get(switch, ())}
     assert {name for name in SWITCHES if arm[name] != recipe[name]} == off

@@ -34,7 +34,7 @@ COMMANDS = {  # command -> what it does (`bugfix-rl --help`)
 }
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # in the wheel; in the repo a link to the top-level conf/
 GROUPS = ("env", "policy", "algo", "logger", "exp", "ablation")
-ADDED_GROUPS = ("exp", "ablation")  # not in train's defaults list: `+exp=...`
+ADDED_GROUPS = ("exp", "ablation")  # null in train's defaults list: `exp=...`, or `+exp=...` as before
 NO_RUN_DIR = ("preflight", "starts", "bench")  # they write no files: Hydra makes no run dir for them
 EXIT_FAILED = 1  # a preflight or run failure
 EXIT_BAD_INPUT = 2
@@ -59,8 +59,7 @@ def _group_options(group: str) -> list[str]:
 
 
 def _check_group(command: str, override, values: list[str]) -> None:
-    """A config group override: one the command has (train's), added with `+` where the default config
-    does not list it (exp, ablation), with a known option."""
+    """A config group override: one the command has (train's), with a known option."""
     from bugfix_rl.config.overrides import did_you_mean, field_names
 
     group = override.key_or_group
@@ -69,13 +68,20 @@ def _check_group(command: str, override, values: list[str]) -> None:
         why = (": a checkpoint is evaluated in the env it was trained in (its stored config)"
                if command == "eval" and group == "env" else "")
         raise UserError(f"{command} takes no config groups ({group}={','.join(values)}){why}; its keys: {keys}")
-    if group in ADDED_GROUPS and not override.is_add() and not override.is_force_add():
-        raise UserError(f"{group}={','.join(values)} needs a '+': +{group}={','.join(values)} (an {group} is "
-                        "added to the config, not chosen in place of a default)")
     options = _group_options(group)
     for value in values:
         if value not in options:
             raise UserError(f"unknown {group} '{value}'; {did_you_mean(value, options)}valid: {', '.join(options)}")
+
+
+def choose_added_groups(command: str, args: list[str]) -> list[str]:
+    """`+exp=capstone` as `exp=capstone` (and `+ablation=...` as `ablation=...`) for train's commands:
+    both groups are in train's defaults list as null (conf/train.yaml), so Hydra chooses them without a
+    `+` and refuses one; the `+` spelling that every recipe and doc used before means the same choice."""
+    if BODIES[command][1] != "train":
+        return args
+    added = tuple(f"+{group}=" for group in ADDED_GROUPS)
+    return [arg[1:] if arg.startswith(added) else arg for arg in args]
 
 
 def check_overrides(command: str, args: list[str]) -> None:
@@ -239,7 +245,7 @@ def print_help(command: str, args: list[str]) -> None:
         fail(f"cannot compose the config: {str(err).splitlines()[0]}")
     print(f"usage: bugfix-rl {command} [key=value ...] [-m]\n{COMMANDS[command]}\n")
     if config_name == "train":
-        print("config groups: pick one with group=option (exp and ablation with a +: +exp=capstone)")
+        print("config groups: pick one with group=option (exp=capstone; +exp=capstone, as before, too)")
         print("\n".join(f"  {group}: {', '.join(_group_options(group))}" for group in GROUPS) + "\n")
     print("config: every key, its value here, what it does; override any with key=value\n")
     print(config_help(_schema_for(command), OmegaConf.to_container(cfg, resolve=False)))
@@ -255,7 +261,7 @@ def usage() -> str:
     return (f"usage: bugfix-rl <command> [key=value ...] [-m] [--help] [--cfg job]\n\n"
             f"Train small coding agents with RL on a bug-fixing gym, and measure what they learned.\n\n"
             f"commands:\n{commands}\n\n"
-            f"config groups of train, preflight, sft, starts and bench (group=option; +exp=... and +ablation=...):\n"
+            f"config groups of train, preflight, sft, starts and bench (group=option; exp=... also as +exp=...):\n"
             f"{groups}\n\n"
             f"bugfix-rl <command> --help: the command's config, every key with its default.\n"
             f"key=a,b ... -m: one run per value (a sweep; put -m last).\n"
@@ -279,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     from bugfix_rl.commands.sweeps import quote_labels
 
-    command, rest = argv[0], quote_labels(argv[1:])
+    command, rest = argv[0], choose_added_groups(argv[0], quote_labels(argv[1:]))
     if {"-h", "--help"} & set(rest):
         print_help(command, [arg for arg in rest if arg not in ("-h", "--help")])
         return
