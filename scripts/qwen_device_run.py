@@ -167,7 +167,7 @@ def run_env(env: str, model, tokenizer, model_dir: str, sizes: dict, args, deadl
 
     cfg = make_config(model_dir, env, sizes, args, sampler)
     model.cfg = cfg.policy  # same weights, this env's turn length and sampler
-    model._decoder = None  # a fresh static cache per run: its buffers count in this run's peak memory
+    model.static_decoder = None  # a fresh static cache per run: its buffers count in this run's peak memory
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     make_env, close_env = make_env_factory(cfg.env)
@@ -213,7 +213,7 @@ def run_env(env: str, model, tokenizer, model_dir: str, sizes: dict, args, deadl
                 log(f"[{tag}] the compiled decode step failed ({result['compile_error']}); going on uncompiled")
                 cfg.policy.compile_decode = False
                 result.setdefault("sampler", {})["compile_decode"] = False
-                model._decoder = None
+                model.static_decoder = None
                 row = grpo_step(trainer, step, args.force_advantages)
             result["steps"].append(row)
             log(f"[{tag}] step {step}: generation {row['generation_s']:.1f}s update {row['update_s']:.1f}s "
@@ -235,7 +235,7 @@ def run_env(env: str, model, tokenizer, model_dir: str, sizes: dict, args, deadl
             result["steady_step_s"] = result["steady_generation_s"] + result["steady_update_s"]
     finally:
         close_env()
-        model._decoder = None
+        model.static_decoder = None
     return result
 
 

@@ -14,6 +14,7 @@ from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.chat_template import ChatTokenPath, Transcript
 from bugfix_rl.recipes.chat_demonstrations import call_text, chat_scripted_episode
+from bugfix_rl.rollout.sampler import sample_episodes
 from bugfix_rl.types import Trajectory
 
 # Qwen/Qwen3's added tokens (tokenizer_config.json, ids 151643-151668) and whether each is special.
@@ -119,7 +120,7 @@ def test_sampled_episodes_with_printing_tools_keep_the_structural_mask(policy, m
     step = EditMenuChat.step
     monkeypatch.setattr(EditMenuChat, "step", lambda self, env, text: [PRINTED + r for r in step(self, env, text)])
     envs = [EditMenuEnv(task, EditMenuConfig(rename=False)) for task in make_tasks("train")[:2]]
-    episodes = policy.sample_episodes(envs, [0, 1], 1.0, torch.Generator().manual_seed(0))
+    episodes = sample_episodes(policy, None, envs, [0, 1], 1.0, torch.Generator().manual_seed(0))
     for trajectory in episodes:
         assert PRINTED in policy.path.decode(trajectory.ids)
         assert policy.structural_policy_mask(trajectory) == trajectory.policy_mask

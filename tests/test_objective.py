@@ -10,11 +10,11 @@ from bugfix_rl.algo.objective import (
     KL_ESTIMATORS,
     RATIOS,
     aggregate,
-    entropy_from_logits,
     overlong_penalty,
     ppo_clip_loss,
     truncated_is_weights,
 )
+from bugfix_rl.policy.entropy import entropy_from_logits
 
 # ------------------------------------------------------------------------------------------------
 # Helpers: a tiny linear "policy" whose per-token log-probs carry a gradient.

@@ -23,6 +23,7 @@ from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.chat_template import TokenPathMismatch, Transcript, check_token_path
 from bugfix_rl.policy.qwen3 import FullLogits
 from bugfix_rl.present.dashboard import read_metrics
+from bugfix_rl.rollout.sampler import sample_episodes
 from bugfix_rl.types import collate
 
 
@@ -30,7 +31,7 @@ def edit_menu_episodes(policy, n_tasks: int = 2, per_task: int = 4, temperature:
     envs = [EditMenuEnv(task, EditMenuConfig(rename=False)) for task in make_tasks("train")[:n_tasks]
             for _ in range(per_task)]
     groups = [i // per_task for i in range(len(envs))]
-    return policy.sample_episodes(envs, groups, temperature, torch.Generator().manual_seed(seed))
+    return sample_episodes(policy, None, envs, groups, temperature, torch.Generator().manual_seed(seed))
 
 
 # ---------------------------------------------------------------- (1) token path
@@ -132,7 +133,7 @@ def test_static_cache_sampler_keeps_the_token_path(tiny_qwen, tiny_qwen_dir, com
     tokenizer = build_tokenizer_for(cfg)
     static = build_policy(cfg.policy, tokenizer)
     episodes = edit_menu_episodes(static, per_task=2)
-    decoder = static.decoder()
+    decoder = static.static_decoder  # built by the sampling above
     assert decoder is not None and decoder.compiled == compiled
     assert 4 in {rows for rows, _ in decoder.caches}  # 3 episodes padded to 4 rows
     assert [t.ids for t in episodes] == [t.ids for t in reference]
@@ -142,7 +143,7 @@ def test_static_cache_sampler_keeps_the_token_path(tiny_qwen, tiny_qwen_dir, com
         logp = token_logprobs(static, batch.ids, 1.0, mask=batch.mask).logp
     assert float((logp - batch.old_logp).abs()[batch.mask > 0].max()) < 1e-5
     assert all(static.structural_policy_mask(t) == t.policy_mask for t in episodes)
-    assert copy.deepcopy(static)._decoder is None  # a copy builds its own buffers
+    assert copy.deepcopy(static).static_decoder is None  # a copy builds its own buffers
 
 
 def test_packed_gqa_attention_equals_repeated_kv_heads():

@@ -1,5 +1,6 @@
 """Policy-gradient objective pieces as pure tensor functions: KL estimators, importance ratios,
-the PPO clipped loss, loss aggregation, truncated importance sampling, entropy, overlong penalty.
+the PPO clipped loss, loss aggregation, truncated importance sampling, overlong penalty. (The
+entropy of a distribution is policy/entropy.py's: a chat model's own pass takes it too.)
 
 Conventions. A batch holds B sequences. Token tensors are [B, T], T indexing predicted positions
 (already aligned: position t holds log pi(ids[t+1] | ids[:t+1])). ``mask`` [B, T] is 1.0 on policy
@@ -297,18 +298,7 @@ def observation_positions(mask: Tensor, lengths: Tensor) -> Tensor:
 
 
 # --------------------------------------------------------------------------------------------------
-# Entropy and DAPO overlong penalty.
-
-
-def entropy_from_logits(logits: Tensor) -> Tensor:
-    """Entropy of softmax(logits) over the last axis.   [..., V] -> [...]
-
-    Via log_softmax, so large logits do not overflow; -inf logits (masked vocabulary) contribute 0
-    with finite gradients. Computed in the input dtype: upcast bf16 logits first for exact values.
-    """
-    logp = torch.log_softmax(logits, dim=-1)
-    finite_logp = logp.masked_fill(torch.isneginf(logp), 0.0)  # avoid 0 * -inf
-    return -(logp.exp() * finite_logp).sum(dim=-1)
+# DAPO overlong penalty.
 
 
 def overlong_penalty(lengths: Tensor, max_len: int, buffer: int, penalty: float = 1.0) -> Tensor:

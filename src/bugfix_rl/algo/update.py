@@ -13,10 +13,11 @@ import math
 import torch
 
 from bugfix_rl.algo.data_parallel import SingleProcess
-from bugfix_rl.algo.objective import (AGGREGATIONS, KL_ESTIMATORS, RATIOS, aggregate, entropy_from_logits,
-                                      kl_sampler_proximal, mask_share, observation_positions, ppo_clip_loss,
-                                      trajectory_gap_kept, truncated_is_weights)
+from bugfix_rl.algo.objective import (AGGREGATIONS, KL_ESTIMATORS, RATIOS, aggregate, kl_sampler_proximal,
+                                      mask_share, observation_positions, ppo_clip_loss, trajectory_gap_kept,
+                                      truncated_is_weights)
 from bugfix_rl.algo.packing import packed_logits
+from bugfix_rl.policy.entropy import entropy_from_logits
 from bugfix_rl.types import Batch, LogProbs
 
 

@@ -114,7 +114,7 @@ def evaluate_policy(policy: LoadedPolicy, split: str, n: int, seed: int, top: in
                                            cfg.algo.temperature, seed)
         if explain_below is not None:
             failures = failure_analysis(trajectories, tasks, n, policy.tokenizer, make_env, oracle_for(cfg.env),
-                                        explain_below, demonstrate=getattr(policy.model, "demonstrate", None))
+                                        explain_below, model=policy.model)
     finally:
         close_env()
     counts = success_counts(trajectories, len(tasks))  # [T]

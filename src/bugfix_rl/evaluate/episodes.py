@@ -57,13 +57,13 @@ def oracle_rule(task) -> str:
 
 
 def failure_analysis(trajectories, tasks, n: int, tokenizer, make_env: Callable, oracle_cls, threshold: float = 0.5,
-                     episodes_per_task: int = 2, demonstrate: Callable | None = None) -> list[dict]:
+                     episodes_per_task: int = 2, model=None) -> list[dict]:
     """One entry per task whose pass rate is below `threshold` (trajectories task-contiguous, n per task):
     its pass rate, the correct op, the oracle's rule and actions, the first-edit confusions of its
     failing episodes, how they ended, and the transcripts of the first `episodes_per_task` of them.
-    `demonstrate(env)` (a chat model's own oracle play) replaces the word-format oracle when given."""
+    The oracle plays as `model` would act (recipes/demonstrations.oracle_episode; None: in the word format)."""
     from bugfix_rl.gym.edit_menu import RENAME_POOL
-    from bugfix_rl.rollout.sampler import scripted_episode
+    from bugfix_rl.recipes.demonstrations import oracle_episode
 
     weak = []
     for index, task in enumerate(tasks):
@@ -73,7 +73,7 @@ def failure_analysis(trajectories, tasks, n: int, tokenizer, make_env: Callable,
             continue
         failing = [t for t in episodes if not t.info.success]
         env = make_env(task, RENAME_POOL[0])
-        oracle = demonstrate(env) if demonstrate else scripted_episode(oracle_cls(), env, tokenizer)
+        oracle = oracle_episode(model, tokenizer, oracle_cls, env)
         first_ops = Counter(t.info.ops[0] if t.info.ops else "none" for t in failing)
         endings = Counter("no submit" if not t.info.submitted else
                           ("submitted unfixed" if t.info.ops else "submitted without an edit") for t in failing)

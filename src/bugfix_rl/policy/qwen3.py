@@ -1,8 +1,9 @@
 """Qwen3 (`policy=qwen3`): a Hugging Face causal LM and its tokenizer behind the hooks the generic
 pipeline calls, so the same trainer runs it and TinyAgent:
 
-- `sample_episodes(envs, groups, temperature, generator)`: batched token-in/token-out chat episodes
-  (rollout/chat_sampler.py), sampler log-probs recorded per token;
+- `kind = "chat"`: the rollout samples its episodes as batched token-in/token-out chat episodes
+  (rollout/sampler.EPISODE_SAMPLERS -> rollout/chat_sampler.py), sampler log-probs recorded per token,
+  and the recipes play the oracle for it in chat tool calls (recipes/demonstrations.ORACLE_EPISODES);
 - `token_logprobs(ids, temperature, mask, with_entropy_grad)`: the memory-frugal trainer pass, hidden
   states from the base model and the LM head only at the positions where mask is 1 (policy tokens),
   so a [B, T, V] logits tensor never exists; entropy at those positions only (0 elsewhere);
@@ -22,10 +23,9 @@ from functools import cached_property
 import torch
 import torch.nn as nn
 
-from bugfix_rl.algo.objective import entropy_from_logits
 from bugfix_rl.checkpoint import CheckpointError
 from bugfix_rl.policy.chat_template import ChatTokenPath, check_token_path
-from bugfix_rl.rollout.chat_sampler import StaticDecoder, sample_chat_episodes
+from bugfix_rl.policy.entropy import entropy_from_logits
 from bugfix_rl.types import LogProbs
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -180,6 +180,8 @@ class FullLogits(nn.Module):
 class QwenPolicy(nn.Module):
     """A causal LM with its chat token path. `cfg` is the PolicyConfig (max_len, max_new_tokens, ...)."""
 
+    kind = "chat"  # rollout/sampler.policy_kind: the chat sampler, and the oracle in chat tool calls
+
     def __init__(self, lm, tokenizer: ChatTokenizer, cfg):
         super().__init__()
         self.lm, self.cfg = lm, cfg
@@ -198,7 +200,9 @@ class QwenPolicy(nn.Module):
                 lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             lm.config.use_cache = False  # the sampler asks for its cache explicitly
         lm.train()  # dropout is 0 in Qwen3; train mode is what turns gradient checkpointing on
-        self._decoder = None  # policy.generation_cache=static: built at the first sampling (decoder())
+        # policy.generation_cache=static: the sampler's StaticDecoder, built at the first sampling and kept
+        # here across steps (rollout/chat_sampler.static_decoder_of)
+        self.static_decoder = None
 
     @property
     def device(self) -> torch.device:
@@ -210,33 +214,6 @@ class QwenPolicy(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
-
-    def demonstrate(self, env):
-        """The env's oracle, played in chat tool calls through this model's token path (SFT demonstrations)."""
-        from bugfix_rl.recipes.chat_demonstrations import chat_oracle_for, chat_scripted_episode
-
-        return chat_scripted_episode(chat_oracle_for(env), env, self.path)
-
-    def sample_episodes(self, envs, groups, temperature: float, generator: torch.Generator):
-        was_training = self.lm.training
-        self.lm.eval()  # HF turns the cache off under gradient checkpointing in train mode
-        try:
-            return sample_chat_episodes(self.lm, self.path, envs, groups, temperature, generator,
-                                        self.cfg.max_new_tokens, self.cfg.max_len, self.cfg.generation_batch,
-                                        self.decoder())
-        finally:
-            self.lm.train(was_training)
-
-    def decoder(self) -> StaticDecoder | None:
-        """The sampler's StaticDecoder under policy.generation_cache=static (kept across steps: its buffers
-        and compiled step are reused), else None (a DynamicCache per turn)."""
-        if getattr(self.cfg, "generation_cache", "dynamic") != "static":
-            return None
-        compile_step = bool(getattr(self.cfg, "compile_decode", False))
-        decoder = getattr(self, "_decoder", None)
-        if decoder is None or decoder.lm is not self.lm or decoder.compiled != compile_step:
-            decoder = self._decoder = StaticDecoder(self.lm, compile_step)
-        return decoder
 
     def token_logprobs(self, ids: torch.Tensor, temperature: float, mask: torch.Tensor | None = None,
                        with_entropy_grad: bool = False):

@@ -271,3 +271,31 @@ def _advance(episode: _Episode, turn: Turn, path: ChatTokenPath, max_new_tokens:
         episode.env.done = True
         return
     episode.transcript.add_observation(observation)
+
+
+def sample_policy_episodes(policy, tokenizer, envs: list, groups: list[int], temperature: float,
+                           generator: torch.Generator) -> list[Trajectory]:
+    """A chat policy's episodes (policy/qwen3.QwenPolicy: its causal LM `lm`, token path `path` and
+    PolicyConfig `cfg`), sampled with the LM in eval mode (HF turns the cache off under gradient
+    checkpointing in train mode); `tokenizer` is unused: the token path encodes."""
+    was_training = policy.lm.training
+    policy.lm.eval()
+    try:
+        return sample_chat_episodes(policy.lm, policy.path, envs, groups, temperature, generator,
+                                    policy.cfg.max_new_tokens, policy.cfg.max_len, policy.cfg.generation_batch,
+                                    static_decoder_of(policy))
+    finally:
+        policy.lm.train(was_training)
+
+
+def static_decoder_of(policy) -> StaticDecoder | None:
+    """The policy's StaticDecoder under policy.generation_cache=static, kept in `policy.static_decoder`
+    across steps (its buffers and compiled step are reused; a deep copy of the policy builds its own),
+    else None (a DynamicCache per turn)."""
+    if getattr(policy.cfg, "generation_cache", "dynamic") != "static":
+        return None
+    compile_step = bool(getattr(policy.cfg, "compile_decode", False))
+    decoder = getattr(policy, "static_decoder", None)
+    if decoder is None or decoder.lm is not policy.lm or decoder.compiled != compile_step:
+        decoder = policy.static_decoder = StaticDecoder(policy.lm, compile_step)
+    return decoder

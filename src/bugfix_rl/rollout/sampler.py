@@ -6,6 +6,9 @@ and the end-of-observation token. Sampled ids are kept exactly as sampled, never
 sampled token's log-prob under the sampling distribution (temperature-scaled logits) is recorded.
 Each episode has its own `EpisodeWords`, so a word outside the vocabulary keeps one slot id across its
 observations and the agent's copies of it decode to that word.
+
+That loop samples the word tokenizer's policies (TinyAgent). `sample_episodes` picks a policy's sampler
+by its kind (EPISODE_SAMPLERS): a chat model's is rollout/chat_sampler.py.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Callable, Protocol
 import torch
 
 from bugfix_rl.policy.tokenizer import EpisodeWords, OutOfSlots, Tokenizer
+from bugfix_rl.registry import Registry
+from bugfix_rl.rollout.chat_sampler import sample_policy_episodes
 from bugfix_rl.rollout.env_errors import step_or_fail
 from bugfix_rl.types import Trajectory
 
@@ -44,15 +49,24 @@ def sample_token(logits: torch.Tensor, temperature: float, generator: torch.Gene
     return ids.squeeze(1), logp.gather(1, ids).squeeze(1)
 
 
-@torch.no_grad()
-def sample_episodes(model, tokenizer: Tokenizer, envs: list[Env], groups: list[int], temperature: float,
-                    generator: torch.Generator) -> list[Trajectory]:
-    """Run every env to its end with `model` acting; one Trajectory per env, in order.
+def policy_kind(model) -> str:
+    """Which sampler and oracle play a policy takes: its `kind` ("chat": policy/qwen3.QwenPolicy); TinyAgent
+    and any other model over the word tokenizer have none: "word"."""
+    return getattr(model, "kind", "word")
 
-    A model with its own `sample_episodes(envs, groups, temperature, generator)` (a chat model: see
-    rollout/chat_sampler.py) samples its episodes itself."""
-    if hasattr(model, "sample_episodes"):
-        return model.sample_episodes(envs, groups, temperature, generator)
+
+@torch.no_grad()
+def sample_episodes(model, tokenizer, envs: list[Env], groups: list[int], temperature: float,
+                    generator: torch.Generator) -> list[Trajectory]:
+    """Run every env to its end with `model` acting; one Trajectory per env, in order, by the sampler of
+    the model's kind (EPISODE_SAMPLERS)."""
+    return EPISODE_SAMPLERS[policy_kind(model)](model, tokenizer, envs, groups, temperature, generator)
+
+
+@torch.no_grad()
+def sample_word_episodes(model, tokenizer: Tokenizer, envs: list[Env], groups: list[int], temperature: float,
+                         generator: torch.Generator) -> list[Trajectory]:
+    """The word tokenizer's sampler (TinyAgent): the batched KV-cache loop this module's docstring describes."""
     B = len(envs)
     eoa, eoo = tokenizer.end_of_action_id, tokenizer.end_of_observation_id
     max_len = model.cfg.max_len
@@ -112,6 +126,10 @@ def _encode_or_none(vocabulary: EpisodeWords, text: str) -> list[int] | None:
         return vocabulary.encode(text)
     except OutOfSlots:
         return None
+
+
+# policy kind (policy_kind) -> (model, tokenizer, envs, groups, temperature, generator) -> trajectories
+EPISODE_SAMPLERS = Registry("policy kind", {"word": sample_word_episodes, "chat": sample_policy_episodes})
 
 
 def scripted_episode(act: Callable[[str], list[str]], env: Env, tokenizer: Tokenizer,
