@@ -29,7 +29,7 @@ from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.kernels import kernel_signature
 from bugfix_rl.policy.tiny import architecture, new_tiny_agent
 from bugfix_rl.policy.tokenizer import build_tokenizer
-from bugfix_rl.train import Trainer
+from bugfix_rl.run.trainer import Trainer
 
 path, steps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 torch.set_num_threads(threads)

@@ -38,7 +38,7 @@ from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.tokenizer import build_tokenizer
 from bugfix_rl.recipes.rl_base import make_rl_base
 from bugfix_rl.rollout.collect import sample_groups
-from bugfix_rl.train import Trainer
+from bugfix_rl.run.trainer import Trainer
 
 
 def time_steps(base, tokenizer, cfg, steps: int) -> dict:

@@ -90,7 +90,7 @@ def timed_steps(cfg, steps: int, seed: int) -> dict:
     from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_tokenizer_for
     from bugfix_rl.recipes.starting_policy import build_starting_policy
-    from bugfix_rl.train import Trainer
+    from bugfix_rl.run.trainer import Trainer
 
     tokenizer = build_tokenizer_for(cfg)
     model = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)

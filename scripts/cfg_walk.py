@@ -14,10 +14,12 @@ Definition (ast only, nothing is imported or run):
 - `--parts` also follows the config's parts: an argument that is an attribute chain of a config-bound
   name ending at a sub-config field (`cfg.algo`, `cfg.env.sandbox`: a field of a config dataclass whose
   type is another class of the config module); the callee's parameter is config-bound in turn.
-- A function's body includes its nested functions and lambdas (their calls are its text).
+- A function's body includes its nested functions and lambdas (their calls are its text);
+  `partial(f, ..., cfg=cfg)` counts as a call of f.
 - returns (the issue's "bounce"): a followed edge from file A to file B != A, after which the walk comes
   back up into A; counted per A. A climb is the stricter kind: B already on the chain, a cycle in the walk.
 - Depth first, each function expanded once, on the first chain that reaches it.
+- Each call edge (caller function -> callee function) is counted once, however many call sites it has.
 - files entered: distinct files holding a function the walk reaches (the start's file included).
 - a climb back up: a followed call edge from a function in file A to one in file B != A where B holds
   a function on the current call chain (the stack above the caller); each edge counted once.
@@ -164,11 +166,14 @@ def cfg_calls(modules, module_name: str, qualname: str, cfg_names: set[str], par
     for node in ast.walk(definition):
         if not isinstance(node, ast.Call):
             continue
-        passes = [(i, None) for i, a in enumerate(node.args) if config_bound(a, cfg_names, parts)]
+        func, args = node.func, node.args
+        if isinstance(func, ast.Name) and func.id == "partial" and args:  # functools.partial(f, ...): a call of f
+            func, args = args[0], args[1:]
+        passes = [(i, None) for i, a in enumerate(args) if config_bound(a, cfg_names, parts)]
         passes += [(None, k.arg) for k in node.keywords if k.arg and config_bound(k.value, cfg_names, parts)]
         if not passes:
             continue
-        target = callee(modules, module, scope, class_name, node.func)
+        target = callee(modules, module, scope, class_name, func)
         if target is None:
             continue
         target_definition = modules[target[0]].functions[target[1]]
@@ -187,7 +192,8 @@ def walk(modules, start: tuple[str, str], parts: set[str] = frozenset()):
         nonlocal edges
         expanded.add((module_name, qualname))
         stack.append(module_name)
-        for target_module, target_name, parameter in cfg_calls(modules, module_name, qualname, {cfg_name}, parts):
+        calls = dict.fromkeys(cfg_calls(modules, module_name, qualname, {cfg_name}, parts))  # each edge once
+        for target_module, target_name, parameter in calls:
             edges += 1
             files.add(target_module)
             if target_module != module_name:

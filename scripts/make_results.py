@@ -30,8 +30,8 @@ from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.present.ablation_report import forest_rows, power_lines, table_cells, table_header, verdicts
 from bugfix_rl.present.plots import forest_plot
 from bugfix_rl.recipes.starting_policy import build_starting_policy
-from bugfix_rl.stopping import stop_reason
-from bugfix_rl.train import Trainer
+from bugfix_rl.run.stopping import stop_reason
+from bugfix_rl.run.trainer import Trainer
 
 
 def ci(summary: dict, signed: bool = False) -> str:

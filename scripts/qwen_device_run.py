@@ -50,7 +50,7 @@ from bugfix_rl.config import TrainConfig  # noqa: E402
 from bugfix_rl.gym.envs import make_env_factory  # noqa: E402
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for  # noqa: E402
 from bugfix_rl.rollout.collect import collect_step  # noqa: E402
-from bugfix_rl.train import Trainer  # noqa: E402
+from bugfix_rl.run.trainer import Trainer  # noqa: E402
 from bugfix_rl.types import collate  # noqa: E402
 
 HUB_ID = "Qwen/Qwen3-0.6B"
@@ -124,7 +124,7 @@ def grpo_step(trainer: Trainer, step: int, force_advantages: bool) -> dict:
     chat_sampler.sample_next = counted
     try:
         rollouts = collect_step(trainer.pool, trainer.tasks, algo, trainer.generator, trainer.task_stats,
-                                rename_operands=trainer.cfg.env.rename_operands)
+                                rename_operands=trainer.env.rename_operands)
     finally:
         chat_sampler.sample_next = draw
     sync()
@@ -163,7 +163,7 @@ def peak_gb() -> dict | None:
 
 def run_env(env: str, model, tokenizer, model_dir: str, sizes: dict, args, deadline: float, log,
             sampler: dict | None = None, label: str = "", steps: int | None = None, preflight: bool | None = None) -> dict:
-    from bugfix_rl.preflight import check_batch, first_batch
+    from bugfix_rl.run.preflight import check_batch, first_batch, preflight_trainer
 
     cfg = make_config(model_dir, env, sizes, args, sampler)
     model.cfg = cfg.policy  # same weights, this env's turn length and sampler
@@ -189,7 +189,8 @@ def run_env(env: str, model, tokenizer, model_dir: str, sizes: dict, args, deadl
             # redraws for a learning signal, which random weights never have)
             prompts, group = sizes["preflight_rows"]
             algo = dataclasses.replace(cfg.algo, prompts_per_step=prompts, group_size=group)
-            trajectories, batch = first_batch(model, tokenizer, make_env, algo, seed=args.seed)
+            probe = preflight_trainer(dataclasses.replace(cfg, algo=algo), model, tokenizer, make_env)
+            trajectories, batch = first_batch(probe, seed=args.seed)
             checks = check_batch(model, trajectories, batch, algo, tokenizer, max_action_tokens=0)
             result["preflight"] = {name: check["value"] for name, check in checks.items()}
             result["preflight_ok"] = {name: check["ok"] for name, check in checks.items()}

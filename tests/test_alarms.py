@@ -1,5 +1,5 @@
-"""The malformed-call alarm (alarms.py) on hand-computed rows, and the stop rules it and the interval
-gain feed (stopping.py), issue 39."""
+"""The malformed-call alarm (run/alarms.py) on hand-computed rows, and the stop rules it and the interval
+gain feed (run/stopping.py), issue 39."""
 
 from __future__ import annotations
 

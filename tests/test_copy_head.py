@@ -244,7 +244,7 @@ def test_the_trainer_samples_renamed_copies_when_asked():
     """env.rename_operands reaches the tasks each step's groups are sampled on (edit menu: fast)."""
     from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy, build_tokenizer_for
-    from bugfix_rl.train import Trainer
+    from bugfix_rl.run.trainer import Trainer
 
     torch.set_num_threads(1)
     submitted = {}
@@ -348,7 +348,7 @@ def test_preflight_passes_on_the_tools_env_with_the_copy_head():
     from bugfix_rl.config import register_configs
     from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_tokenizer_for
-    from bugfix_rl.preflight import run_preflight
+    from bugfix_rl.run.preflight import run_preflight
     from bugfix_rl.recipes.starting_policy import build_starting_policy
 
     torch.set_num_threads(1)

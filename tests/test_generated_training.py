@@ -24,7 +24,7 @@ from bugfix_rl.gym.templates import TRAINING_TEMPLATES
 from bugfix_rl.policy.tiny import architecture, new_tiny_agent
 from bugfix_rl.recipes import rl_base
 from bugfix_rl.rollout.collect import draw_step_tasks, with_renamed_operands_drawn
-from bugfix_rl.train import Trainer
+from bugfix_rl.run.trainer import Trainer
 from tests.conftest import small_config
 
 BOOK = make_tasks("train")

@@ -20,7 +20,7 @@ from bugfix_rl.algo.infra_mask import MASKED_ADVANTAGES, kept_episodes, reward_l
 from bugfix_rl.config import AlgoConfig, StopConfig
 from bugfix_rl.evaluate.evaluate import infra_failed
 from bugfix_rl.rollout.env_errors import infrastructure_failure
-from bugfix_rl.stopping import stop_reason
+from bugfix_rl.run.stopping import stop_reason
 from bugfix_rl.types import Trajectory, collate
 from tests.sandboxes import start_sandbox
 

@@ -18,15 +18,16 @@ import torch
 from logprob_checks import count_packed_forwards
 from omegaconf import OmegaConf
 
-from bugfix_rl import cli, preflight
+from bugfix_rl import cli
 from bugfix_rl.algo import objective, update
 from bugfix_rl.algo.objective import AGGREGATIONS
 from bugfix_rl.algo.update import policy_update, token_logprobs
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
-from bugfix_rl.preflight import BOUNDS, check_batch, first_batch
 from bugfix_rl.recipes.starting_policy import build_starting_policy
+from bugfix_rl.run import preflight
+from bugfix_rl.run.preflight import BOUNDS, check_batch, first_batch, preflight_trainer
 from bugfix_rl.types import collate
 
 MASK, SAMPLER, RATIO, CENTRED = ("mask = policy tokens", "sampler = trainer log-prob", "ratio = 1 before any step",
@@ -62,10 +63,16 @@ def first():
     tokenizer = build_tokenizer_for(cfg)
     model = build_starting_policy(cfg.policy, tokenizer)  # the RL base, from the cache
     make_env, close_env = make_env_factory(cfg.env)
-    trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=0)
+    trajectories, batch = first_batch(preflight_trainer(cfg, model, tokenizer, make_env), seed=0)
     max_action_tokens = make_env(preflight.make_first_task(), None).max_action_tokens
     yield FirstBatch(cfg, model, tokenizer, make_env, trajectories, batch, max_action_tokens)
     close_env()
+
+
+def batch_of(first: FirstBatch, algo=None, **kwargs):
+    """first_batch through a preflight Trainer on `first`'s policy, with `algo` (default the config's)."""
+    cfg = dataclasses.replace(first.cfg, algo=algo or first.cfg.algo)
+    return first_batch(preflight_trainer(cfg, first.model, first.tokenizer, first.make_env), **kwargs)
 
 
 def failures(first: FirstBatch, batch=None, algo=None, trajectories=None, **parts) -> set[str]:
@@ -107,7 +114,7 @@ def test_observation_tokens_in_the_mask(first):
 
 def test_sampler_temperature_differs_from_trainer(first):
     hot = dataclasses.replace(first.cfg.algo, temperature=0.7)
-    trajectories, batch = first_batch(first.model, first.tokenizer, first.make_env, hot, seed=0)
+    trajectories, batch = batch_of(first, hot, seed=0)
     assert first.cfg.algo.temperature == 1.0  # the trainer scores the episodes at 1.0
     assert failures(first, batch=batch, trajectories=trajectories) == {SAMPLER, RATIO}
 
@@ -173,7 +180,7 @@ def test_advantage_stage_that_skips_the_centring(first, monkeypatch):
         batch.advantages = batch.rewards.clone()
 
     monkeypatch.setattr(advantage_stage, "compute_advantages", raw_rewards)  # the step's own advantage stage
-    _, batch = first_batch(first.model, first.tokenizer, first.make_env, first.cfg.algo, seed=0)
+    _, batch = batch_of(first, seed=0)
     assert CENTRED in failures(first, batch=batch)
 
 
@@ -184,12 +191,10 @@ def test_sampler_that_ignores_a_temperature_below_one(first, monkeypatch):
 
     real = sampler.sample_token
     monkeypatch.setattr(sampler, "sample_token", lambda logits, temperature, generator: real(logits, 1.0, generator))
-    _, other = first_batch(first.model, first.tokenizer, first.make_env, first.cfg.algo, seed=0, temperature=0.7,
-                           tasks=1)
+    _, other = batch_of(first, seed=0, temperature=0.7, tasks=1)
     assert failures(first, other_temperature=(other, 0.7)) == {SAMPLER}
     monkeypatch.undo()
-    _, other = first_batch(first.model, first.tokenizer, first.make_env, first.cfg.algo, seed=0, temperature=0.7,
-                           tasks=1)
+    _, other = batch_of(first, seed=0, temperature=0.7, tasks=1)
     assert failures(first, other_temperature=(other, 0.7)) == set()
 
 
@@ -286,8 +291,8 @@ PUBLISHED, STALE = "published weights = learner's", "stale batch gets IS weights
 def _pool_checks(first: FirstBatch, pool, trajectories=None, max_staleness: int = 1) -> dict:
     algo = dataclasses.replace(first.cfg.algo, tis_cap=2.0)
     pool.set_weights(first.model, 0)
-    trajectories, batch = (trajectories, first.batch) if trajectories else first_batch(
-        first.model, first.tokenizer, first.make_env, algo, seed=0, pool=pool)
+    trajectories, batch = (trajectories, first.batch) if trajectories else batch_of(
+        first, algo, seed=0, pool=pool)
     return preflight.check_pool(pool, first.model, trajectories, copy.deepcopy(batch), algo, first.tokenizer,
                                 max_staleness)
 
@@ -322,7 +327,7 @@ def test_pool_checks_run_the_kl_term_on_the_worker_and_async_paths(first, worker
             else InlinePool(first.model, first.tokenizer, first.make_env))
     algo = dataclasses.replace(first.cfg.algo, kl_coef=0.04, kl_kind="k3", tis_cap=2.0)
     pool.set_weights(first.model, 0)
-    trajectories, batch = first_batch(first.model, first.tokenizer, first.make_env, algo, seed=0, pool=pool)
+    trajectories, batch = batch_of(first, algo, seed=0, pool=pool)
     references = []
 
     def reference(learner):

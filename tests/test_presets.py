@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 from bugfix_rl.algo.advantages import ADVANTAGES
 from bugfix_rl.checkpoint import load_checkpoint
 from bugfix_rl.config import register_configs, validate
-from bugfix_rl.preflight import BOUNDS, check_batch, first_batch, make_first_task
+from bugfix_rl.run.preflight import BOUNDS, check_batch, first_batch, make_first_task, preflight_trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -64,7 +64,7 @@ def base_batch():
     tokenizer = build_tokenizer_for(cfg)
     model = build_starting_policy(cfg.policy, tokenizer)
     make_env, close = make_env_factory(cfg.env)
-    trajectories, batch = first_batch(model, tokenizer, make_env, cfg.algo, seed=0)
+    trajectories, batch = first_batch(preflight_trainer(cfg, model, tokenizer, make_env), seed=0)
     max_action_tokens = make_env(make_first_task(), None).max_action_tokens
     close()
     return model, tokenizer, trajectories, batch, max_action_tokens

@@ -18,7 +18,7 @@ from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.rollout.collect import sample_groups
 from bugfix_rl.rollout.jobs import draw_names, shard_jobs
 from bugfix_rl.rollout.pool import InlinePool, ShardedLocalPool
-from bugfix_rl.train import Trainer
+from bugfix_rl.run.trainer import Trainer
 from bugfix_rl.types import collate
 from tests.conftest import small_config
 

@@ -108,7 +108,7 @@ def test_trainer_row_counts_sampled_episodes_vs_kept_64(tmp_path):
     from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_tokenizer_for
     from bugfix_rl.recipes.starting_policy import build_starting_policy
-    from bugfix_rl.train import Trainer
+    from bugfix_rl.run.trainer import Trainer
 
     torch.set_num_threads(1)  # a second thread only spin-waits on a shared 2-core machine
     cfg = TrainConfig()

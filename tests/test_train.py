@@ -13,7 +13,8 @@ from bugfix_rl.algo.update import policy_update
 from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.rollout.collect import collect_step
 from bugfix_rl.rollout.pool import InlinePool
-from bugfix_rl.train import Trainer, run_training
+from bugfix_rl.run.trainer import Trainer
+from bugfix_rl.run.training import run_training
 from bugfix_rl.types import collate
 from tests.conftest import small_config
 

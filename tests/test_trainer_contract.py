@@ -124,7 +124,7 @@ def test_a_nan_gradient_step_is_skipped_and_counted(tokenizer):
 def test_nonfinite_steps_in_a_row_stop_the_run_naming_the_step(tokenizer):
     from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy
-    from bugfix_rl.train import NonFiniteUpdate, Trainer
+    from bugfix_rl.run.trainer import NonFiniteUpdate, Trainer
     from tests.conftest import small_config
 
     cfg = small_config(**{"policy.init": "scratch", "algo.minibatches": 2, "algo.max_nonfinite_skips": 3,
@@ -186,7 +186,7 @@ def test_a_nan_loss_with_finite_gradients_is_skipped_and_counted(tokenizer, kl_k
 def test_nan_losses_in_a_row_stop_the_run_naming_the_step(tokenizer):
     from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_policy
-    from bugfix_rl.train import NonFiniteUpdate, Trainer
+    from bugfix_rl.run.trainer import NonFiniteUpdate, Trainer
     from tests.conftest import small_config
 
     cfg = small_config(**{"policy.init": "scratch", "algo.minibatches": 2, "algo.max_nonfinite_skips": 3,

@@ -22,8 +22,8 @@ from bugfix_rl.config import AlgoConfig, TrainConfig
 from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.tokenizer import build_tokenizer
-from bugfix_rl.preflight import first_batch
 from bugfix_rl.recipes.rl_base import make_rl_base
+from bugfix_rl.run.preflight import first_batch, preflight_trainer
 from bugfix_rl.types import Batch
 
 
@@ -34,7 +34,8 @@ def base_and_batch():
     tokenizer = build_tokenizer(make_tasks("all"))
     model = make_rl_base(tokenizer, TrainConfig().policy)
     make_env, _ = make_env_factory(TrainConfig().env)
-    _, batch = first_batch(model, tokenizer, make_env, AlgoConfig(prompts_per_step=4), seed=0)
+    cfg = TrainConfig(algo=AlgoConfig(prompts_per_step=4))
+    _, batch = first_batch(preflight_trainer(cfg, model, tokenizer, make_env), seed=0)
     as64 = Batch(batch.ids, batch.mask.double(), batch.old_logp.double(), batch.rewards.double(), batch.groups,
                  batch.advantages.double())
     assert len(as64) == 32 and (as64.advantages != 0).any()

@@ -1,6 +1,6 @@
 """Data parallelism for the policy update: each rank trains on its share of every minibatch.
 
-Every rank holds the same batch (rank 0 samples it and broadcasts it: learner.py), draws the same
+Every rank holds the same batch (rank 0 samples it and broadcasts it: run/learner.py), draws the same
 minibatch permutation, and computes the aggregation weights over the whole minibatch before its rows
 are shared out. The loss normaliser is therefore global across ranks and micro-batches (design-review
 question 2), and the gradients summed over ranks (not averaged) are the one-process gradient: N ranks

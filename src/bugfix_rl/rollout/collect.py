@@ -146,7 +146,7 @@ def collect_step(pool, tasks: list[Task], algo, generator: torch.Generator, task
     """One step's rollouts through `pool` (rollout/pool.py).
 
     first_round: the step's first sampling round when it was submitted earlier (bounded staleness,
-    train.py); otherwise the tasks are drawn and sampled now. Dynamic sampling's refill rounds are
+    run/trainer.py); otherwise the tasks are drawn and sampled now. Dynamic sampling's refill rounds are
     sampled now, with the pool's current weights.
     """
     G = algo.group_size

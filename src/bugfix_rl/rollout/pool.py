@@ -2,7 +2,7 @@
 
 A pool takes a list of tasks (one group each) and returns their trajectories, stamped with the
 version of the weights that sampled them. `submit` starts the work and `result` waits for it, so the
-trainer can keep later steps' batches in flight while it updates (bounded staleness, train.py).
+trainer can keep later steps' batches in flight while it updates (bounded staleness, run/trainer.py).
 Weights are published with `set_weights(model, version)`; work submitted afterwards uses them.
 
 - `InlinePool` (rollout.workers=0): the trainer's own model and generator, sampled at submit time.

@@ -1,7 +1,7 @@
 """The rollout schedule as part of a run's state: the batches in flight at a checkpoint, as JSON.
 
 With rollout.max_staleness = k > 0, the batch of step s is sampled at step s - k with the weights of
-that step (train.Trainer), so a checkpoint written after step s - 1 has up to k batches that were
+that step (run/trainer.Trainer), so a checkpoint written after step s - 1 has up to k batches that were
 sampled with older weights and not yet trained on. A resume that drew them again would sample them
 with the resumed weights and from a generator that has moved on: a different run. Instead the
 checkpoint records those batches, each episode with the weights version that sampled it

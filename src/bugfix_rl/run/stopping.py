@@ -15,7 +15,7 @@
     `collapse_window` steps. `stop.collapse`: warn (the default: a line on stderr and `collapse_alarm`
     on the dashboard), stop (also ends the run, as the rules above do) or off.
 
-(e) malformed tool calls rising (alarms.py; `malformed_stop`): a warning by default, a stop rule on request.
+(e) malformed tool calls rising (run/alarms.py; `malformed_stop`): a warning by default, a stop rule on request.
 
 The trainer asks after every step (b)-(e) and after every checkpoint (a); the first rule that fires
 ends the run at that step, which is then checkpointed, and eval.json records the rule and the step.

@@ -55,7 +55,7 @@ def run_training(cfg, run_dir: Path) -> dict:
             preflight_gate(cfg, model, tokenizer, make_env, view, run_dir)
         trainer = build_trainer(cfg, base, model, tokenizer, make_env, parallel)
         start = restore_run(cfg.resume, trainer, state) if cfg.resume else 0
-        loggers = open_loggers(cfg, run_dir, state.rows)
+        loggers = open_loggers(cfg.logger, run_dir, state.rows, dataclasses.asdict(cfg))
         keep = partial(keep_checkpoint, trainer=trainer, state=state, cfg=cfg, run_dir=run_dir, view=view)
         if not cfg.resume:
             keep(0, base)
@@ -63,7 +63,8 @@ def run_training(cfg, run_dir: Path) -> dict:
                 save_training_transcripts(run_dir / "transcripts" / "train_step0.txt", base, tokenizer, make_env,
                                           cfg.algo.temperature, cfg.eval.heldout_seed_offset + cfg.seed + 1)
         with view.progress(cfg.steps, start) as advance:
-            train_steps(cfg, trainer, state, start, keep, loggers, view, advance)
+            train_steps(trainer, state, start, cfg.steps, cfg.eval.ckpt_every or cfg.steps, cfg.stop, keep,
+                        report=partial(report_row, loggers, view, advance), say=view.print)
         trainer.close()  # rollout workers (and the learner's other ranks) are not needed for the final evaluations
         result = finish_run(cfg, run_dir, state, base, tokenizer, make_env,
                             PhaseProgress(bars=cfg.logger.console, lines=cfg.logger.console), loggers)
@@ -127,47 +128,52 @@ def build_trainer(cfg, base, model, tokenizer, make_env, parallel) -> Trainer:
     return Trainer(cfg, learner.replica, tokenizer, make_env, generator, reference=base, learner=learner)
 
 
-def open_loggers(cfg, run_dir: Path, inherited_rows: list[dict]) -> list:
-    """Where dashboard rows go (logger.*): metrics.jsonl, W&B, TensorBoard. A resumed run's
-    metrics.jsonl starts with the rows it inherits."""
-    loggers = [JsonlLogger(run_dir / "metrics.jsonl")] if cfg.logger.jsonl else []
-    if cfg.logger.wandb:
+def open_loggers(logger_cfg, run_dir: Path, inherited_rows: list[dict], resolved_config: dict) -> list:
+    """Where dashboard rows go (logger.*): metrics.jsonl, W&B (which records `resolved_config`),
+    TensorBoard. A resumed run's metrics.jsonl starts with the rows it inherits."""
+    loggers = [JsonlLogger(run_dir / "metrics.jsonl")] if logger_cfg.jsonl else []
+    if logger_cfg.wandb:
         from bugfix_rl.present.wandb_run import WandbLogger
 
-        loggers.append(WandbLogger(cfg.logger, run_dir, dataclasses.asdict(cfg)))
-    if cfg.logger.tensorboard:
+        loggers.append(WandbLogger(logger_cfg, run_dir, resolved_config))
+    if logger_cfg.tensorboard:
         from bugfix_rl.present.tensorboard_run import TensorBoardLogger
 
         loggers.append(TensorBoardLogger(run_dir))
-    if cfg.logger.jsonl:
+    if logger_cfg.jsonl:
         for row in inherited_rows:
             loggers[0].log(row)
     return loggers
 
 
-def train_steps(cfg, trainer: Trainer, state: RunState, start: int, keep, loggers: list, view, advance) -> None:
-    """Steps start..cfg.steps-1: each row gets its alarms and is logged; a checkpoint every
-    eval.ckpt_every steps and at the last; the first stop rule that fires ends the run at that step,
-    which is then checkpointed."""
-    every = cfg.eval.ckpt_every or cfg.steps
-    for step in range(start, cfg.steps):
+def train_steps(trainer: Trainer, state: RunState, start: int, steps: int, every: int, stop, keep, report,
+                say) -> None:
+    """Steps start..steps-1: each row gets its alarms (stop: the run's StopConfig) and is reported; a
+    checkpoint every `every` steps and at the last (keep(step, policy)); the first stop rule that fires
+    ends the run at that step, which is then checkpointed, and `say` tells why."""
+    for step in range(start, steps):
         row = trainer.step(step)
         state.rows.append(row)
-        sound_alarms(cfg.stop, state.rows, step)
-        for logger in loggers:
-            logger.log(row)
-        view.row(row)
-        advance(row)
-        at_checkpoint = (step + 1) % every == 0 or step + 1 == cfg.steps
+        sound_alarms(stop, state.rows, step)
+        report(row)
+        at_checkpoint = (step + 1) % every == 0 or step + 1 == steps
         if at_checkpoint:
             keep(step + 1, trainer.model)
-        reason = stop_reason(cfg.stop, state.validation, state.rows, at_checkpoint)
-        if reason and step + 1 < cfg.steps:
+        reason = stop_reason(stop, state.validation, state.rows, at_checkpoint)
+        if reason and step + 1 < steps:
             if not at_checkpoint:
                 keep(step + 1, trainer.model)
             state.stopped = {"step": step + 1, "reason": reason}
-            view.print(f"stopping at step {step + 1} of {cfg.steps}: {reason}")
+            say(f"stopping at step {step + 1} of {steps}: {reason}")
             break
+
+
+def report_row(loggers: list, view: TrainConsole, advance, row: dict) -> None:
+    """A step's row to every logger, the console and the progress bar."""
+    for logger in loggers:
+        logger.log(row)
+    view.row(row)
+    advance(row)
 
 
 def sound_alarms(stop, rows: list[dict], step: int) -> None:
