@@ -119,13 +119,12 @@ def _run_dir():
 
 def _guarded(fn):
     """Run a command body: known failures become one line, exit 2 for bad input, 1 for a failed run."""
-    from bugfix_rl.errors import CheckpointError
+    from bugfix_rl.errors import CheckpointError, PreflightFailed
 
     def wrapper(cfg):
-        from bugfix_rl.run.distributed import LearnerRankFailed
         from bugfix_rl.policy.chat_template import TokenPathMismatch
         from bugfix_rl.rollout.env_errors import RolloutFailed
-        from bugfix_rl.errors import PreflightFailed
+        from bugfix_rl.run.distributed import LearnerRankFailed
         from bugfix_rl.run.trainer import NonFiniteUpdate
 
         try:

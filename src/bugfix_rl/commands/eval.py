@@ -13,10 +13,10 @@ from bugfix_rl.present.terminal import output_console
 def eval_command(cfg) -> dict:
     """`bugfix-rl eval ckpt=<file or run dir> [compare=<file or run dir>] split=... n=...`: print the
     evaluation (a run dir: its chosen checkpoint), optionally save it."""
+    from bugfix_rl.commands.inputs import checkpoint_of
     from bugfix_rl.errors import UserError
     from bugfix_rl.evaluate.checkpoint_eval import run_eval
     from bugfix_rl.present.tables import print_eval
-    from bugfix_rl.commands.inputs import checkpoint_of
 
     torch.set_num_threads(cfg.threads)
     ckpt, compare = checkpoint_of(cfg.ckpt), cfg.compare and checkpoint_of(cfg.compare)  # a run dir: its chosen one

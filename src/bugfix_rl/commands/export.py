@@ -31,8 +31,8 @@ FORMAT = "bugfix_rl_tiny_agent"  # config.json's model_type for TinyAgent
 
 
 def export_command(cfg) -> Path:
-    from bugfix_rl.evaluate.checkpoint_eval import load_policy
     from bugfix_rl.commands.inputs import checkpoint_of
+    from bugfix_rl.evaluate.checkpoint_eval import load_policy
 
     ckpt = checkpoint_of(cfg.ckpt)
     loaded = load_policy(ckpt)

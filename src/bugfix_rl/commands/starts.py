@@ -28,9 +28,9 @@ def starts_command(cfg) -> list:
 
     rl_base and scratch are policy.init's options; sft is the RL base after the cold start configured
     in cold_start.* (SFT on oracle demonstrations); anything else is a checkpoint path."""
-    from bugfix_rl.gym.envs import make_env_factory
-    from bugfix_rl.evaluate.starts import HEADER, profile_cells, profile_policy
     from bugfix_rl.commands.inputs import check_starts
+    from bugfix_rl.evaluate.starts import HEADER, profile_cells, profile_policy
+    from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_tokenizer_for
     from bugfix_rl.progress import PhaseProgress
 
