@@ -141,7 +141,8 @@ def bound_parameter(definition: ast.AST, is_method: bool, position: int | None, 
 
 def sub_config_fields(modules) -> set[str]:
     """Names of config fields whose type is another config class (env, algo, sandbox, ...)."""
-    trees = [m.tree for name, m in modules.items() if name == "bugfix_rl.config" or name.startswith("bugfix_rl.config.")]
+    trees = [m.tree for name, m in modules.items()
+             if name == "bugfix_rl.config" or name.startswith("bugfix_rl.config.")]
     classes = [node for tree in trees for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
     class_names = {c.name for c in classes}
     return {item.target.id for c in classes for item in c.body
@@ -224,13 +225,14 @@ def main() -> None:
     args = parser.parse_args()
     modules = load(Path(args.src))
     start = tuple(args.start.split(":")) if args.start else find_start(modules)
-    files, climbs, edges, expanded, returns = walk(modules, start, sub_config_fields(modules) if args.parts else frozenset())
+    parts = sub_config_fields(modules) if args.parts else frozenset()
+    files, climbs, edges, expanded, returns = walk(modules, start, parts)
     print(f"start: {start[0]}.{start[1]}")
     print(f"functions reached: {len(expanded)}, call edges followed: {edges}")
     print(f"files entered: {len(files)}")
     print(f"climbs back up: {len(climbs)}")
     by_file = Counter(target_module for _, _, target_module, _ in climbs)
-    print("climbs into: " + ", ".join(f"{m} {n}" for m, n in by_file.most_common()))
+    print("climbs into: " + (", ".join(f"{m} {n}" for m, n in by_file.most_common()) or "-"))
     print(f"returns into a caller's file: {sum(returns.values())} ("
           + ", ".join(f"{m} {n}" for m, n in returns.most_common()) + ")")
     if args.verbose:
