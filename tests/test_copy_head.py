@@ -348,8 +348,8 @@ def test_preflight_passes_on_the_tools_env_with_the_copy_head():
     from bugfix_rl.config import register_configs
     from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.policy.build import build_tokenizer_for
-    from bugfix_rl.run.preflight import run_preflight
     from bugfix_rl.recipes.starting_policy import build_starting_policy
+    from bugfix_rl.run.preflight import run_preflight
 
     torch.set_num_threads(1)
     register_configs()

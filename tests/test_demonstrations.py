@@ -13,14 +13,14 @@ import torch
 from bugfix_rl import cli
 from bugfix_rl.algo.sft import sft_train
 from bugfix_rl.config import TrainConfig
+from bugfix_rl.errors import PreflightFailed
 from bugfix_rl.gym.envs import make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
+from bugfix_rl.recipes.cold_start import cold_start
 from bugfix_rl.recipes.demonstrations import rejection_sampled
 from bugfix_rl.recipes.starting_policy import build_starting_policy
 from bugfix_rl.rollout.collect import sample_groups
-from bugfix_rl.errors import PreflightFailed
-from bugfix_rl.recipes.cold_start import cold_start
 
 PER_TASK, SEED = 4, 0
 

@@ -176,10 +176,10 @@ def test_real_tools_episodes_with_injected_faults_train_as_if_removed():
     """Tools episodes of a scripted noisy agent, graded by a sandbox that fails 10% of gradings (the
     env factory's hook, env.infra_fault_rate): the stage's advantages equal each group's without them."""
     from bugfix_rl.config import EnvConfig
-    from bugfix_rl.gym.agents.scripted_tools import NoisyToolsPolicy
     from bugfix_rl.gym.envs import make_env_factory
     from bugfix_rl.gym.tasks import ALL_TASKS
     from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
+    from bugfix_rl.gym.agents.scripted_tools import NoisyToolsPolicy
     from bugfix_rl.policy.tokenizer import build_tokenizer
     from bugfix_rl.rollout.sampler import scripted_episode
 

@@ -250,10 +250,10 @@ def sandbox():
 
 
 def test_turns_in_the_token_stream_are_the_tools_envs_turns(sandbox):
-    from bugfix_rl.gym.agents.scripted_tools import RandomWordsPolicy, ToolsOraclePolicy
     from bugfix_rl.gym.tasks import ALL_TASKS
     from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
     from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
+    from bugfix_rl.gym.agents.scripted_tools import RandomWordsPolicy, ToolsOraclePolicy
     from bugfix_rl.policy.tokenizer import SPECIALS, build_tokenizer
     from bugfix_rl.rollout.sampler import scripted_episode
 

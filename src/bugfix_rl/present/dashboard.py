@@ -19,7 +19,7 @@ from bugfix_rl.evaluate.evaluate import behaviour_stats
 
 PANELS = {  # panel -> keys; quantities of different size never share an axis
     "outcome": ("reward", "pass_rate", "exploit", "public_hidden_gap", "canary_reward"),  # canary: with its 95% band
-    "behaviour": ("reads", "tests", "edits", "turns", "malformed", "failed", "malformed_alarm"),  # alarms.py
+    "behaviour": ("reads", "tests", "edits", "turns", "malformed", "failed", "malformed_alarm"),  # run/alarms.py
     "policy": ("entropy", "zero_adv_frac", "collapse_alarm", "obs_entropy", "mask_share"),  # collapse_alarm: 1 at steps stopping.collapse_alarm fired; q28's two
     "update size": ("approx_kl", "clip_frac"),  # log scale: both live near 1e-4..1e-1
     "gradient": ("grad_norm", "nonfinite_skips"),
