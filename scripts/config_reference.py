@@ -12,15 +12,19 @@ import sys
 from pathlib import Path
 
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels
-from bugfix_rl import config
+from bugfix_rl.cli import COMMANDS, _schema_for
 from bugfix_rl.present.help import described_keys
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "CLI.md"
 BEGIN, END = "<!-- config-keys:begin -->", "<!-- config-keys:end -->"
-# command(s) -> the schema their keys come from (cli.py's _schema_for)
-SCHEMAS = (("train, preflight, sft, starts, bench", config.TrainConfig), ("eval", config.EvalCommandConfig),
-           ("report", config.ReportConfig), ("export", config.ExportConfig), ("plan", config.PlanConfig),
-           ("simulate", config.SimulateConfig))
+
+
+def schemas() -> list[tuple[str, type]]:
+    """(the commands, their schema) for every command, grouped by the schema cli.py validates them against."""
+    grouped: dict[type, list[str]] = {}
+    for command in COMMANDS:
+        grouped.setdefault(_schema_for(command), []).append(command)
+    return [(", ".join(commands), schema) for schema, commands in grouped.items()]
 
 
 def _cell(text: str) -> str:
@@ -30,7 +34,7 @@ def _cell(text: str) -> str:
 def reference() -> str:
     """The markdown block: one table per schema, `key | default | description`."""
     parts = []
-    for commands, schema in SCHEMAS:
+    for commands, schema in schemas():
         values = dataclasses.asdict(schema())
         parts.append(f"### {commands}\n\n| key | default | description |\n|---|---|---|")
         for key, value, about in described_keys(schema, values):
