@@ -20,12 +20,6 @@ class Limits:
     nproc: int
 
 
-def apply_rlimits(limits: Limits) -> None:
-    """All of a job's limits on this process."""
-    apply_shared_rlimits(limits)
-    apply_cpu_rlimit(limits)
-
-
 def apply_shared_rlimits(limits: Limits) -> None:
     """Every limit but CPU time, for the zygote to hand down to each job child by fork. (The zygote
     itself stays within them: it holds a few fds and maps far less than `memory_mb`; as root it is
