@@ -12,7 +12,8 @@ import torch
 
 from bugfix_rl.algo.data_parallel import row_slices
 from bugfix_rl.algo.objective import AGGREGATIONS
-from bugfix_rl.algo.update import (gap_summary, minibatch_loss, policy_update, token_logprobs,
+from bugfix_rl.algo import update
+from bugfix_rl.algo.update import (gap_summary, minibatch_loss, policy_update, slot_columns_left_out, token_logprobs,
                                    zero_advantage_split)
 from bugfix_rl.config import AlgoConfig
 from bugfix_rl.types import Batch
@@ -74,6 +75,41 @@ def test_a_model_with_its_own_token_logprobs_is_asked_for_them():
 
 
 # ---------------------------------------------------------------- micro-batch slices (data_parallel.row_slices)
+
+
+
+def _logprobs_and_grads(model, ids, lengths):
+    model.zero_grad()
+    out = token_logprobs(model, ids, 1.0, lengths=lengths)
+    weights = torch.linspace(-1, 1, ids.numel()).view(ids.shape)[:, 1:]
+    (out.logp * weights).sum().backward()
+    return out, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_leaving_the_slots_out_gives_the_full_widths_floats(model, packed, monkeypatch):
+    """The update's narrow pass (the words' columns only) against the full width, bit for bit: the
+    log-probs, the entropy and every gradient, at every position within each row's length."""
+    ids = synthetic_batch(model, rows=8, length=24, seed=3).ids
+    lengths = torch.tensor([24, 20, 13, 24, 7, 19, 24, 11]) if packed else None
+    assert slot_columns_left_out(model, ids, 1.0, False) == model.oov_slots > 0
+    narrow, narrow_grads = _logprobs_and_grads(model, ids, lengths)
+    monkeypatch.setattr(update, "slot_columns_left_out", lambda *args: 0)
+    full, full_grads = _logprobs_and_grads(model, ids, lengths)
+    within = torch.arange(23)[None, :] < (torch.full((8, 1), 24) if lengths is None else lengths[:, None] - 1)
+    assert torch.equal(narrow.logp[within], full.logp[within])
+    assert torch.equal(narrow.entropy[within], full.entropy[within])
+    assert len(narrow_grads) == len(full_grads) and all(map(torch.equal, narrow_grads, full_grads))
+
+
+def test_the_full_width_where_a_slot_occurs_or_the_entropy_takes_a_gradient(model):
+    ids = synthetic_batch(model, rows=2, length=8).ids
+    assert slot_columns_left_out(model, ids, 1.0, False) == model.oov_slots
+    with_slot = ids.clone()
+    with_slot[1, 3] = model.vocab_size - 1  # an episode's out-of-vocabulary word
+    assert slot_columns_left_out(model, with_slot, 1.0, False) == 0
+    assert slot_columns_left_out(model, ids, 1.0, True) == 0
+    assert slot_columns_left_out(model, ids, 20.0, False) == 0  # SLOT_LOGIT / 20 might not underflow
 
 
 @pytest.mark.parametrize("size,expected", [

@@ -11,6 +11,7 @@ import dataclasses
 import math
 
 import torch
+import torch.nn.functional as F
 
 from bugfix_rl.algo.data_parallel import SingleProcess
 from bugfix_rl.algo.objective import (AGGREGATIONS, KL_ESTIMATORS, RATIOS, aggregate, kl_sampler_proximal,
@@ -34,17 +35,41 @@ def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_gr
     if hasattr(model, "token_logprobs"):
         return model.token_logprobs(ids, temperature, mask, with_entropy_grad)
     if lengths is not None and getattr(getattr(model, "module", model), "takes_packed_rows", False):  # DDP: .module
-        logits = packed_logits(model, ids, lengths)[:, :-1] / temperature  # [B, T-1, V]
+        logits = packed_logits(model, ids, lengths)  # [B, T, V]
     else:
-        logits = model(ids)[:, :-1] / temperature  # [B, T-1, V]
+        logits = model(ids)  # [B, T, V]
+    left_out = slot_columns_left_out(model, ids, temperature, with_entropy_grad)
+    logits = logits[:, :-1, : logits.shape[-1] - left_out] / temperature  # [B, T-1, V - left_out]
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1)
     if with_entropy_grad:
         entropy = entropy_from_logits(logits)
     else:
         with torch.no_grad():
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            terms = logp_all.exp() * logp_all  # [B, T-1, V]
+            # a left-out slot's term is exp(-1e4 - ...) * (-1e4 - ...) = -0.0: summed with them, the sum
+            # adds in the order of the full width's, so the entropy is the same float
+            entropy = -F.pad(terms, (0, left_out), value=-0.0).sum(-1)
     return LogProbs(logp, entropy)
+
+
+def slot_columns_left_out(model, ids: torch.Tensor, temperature: float, with_entropy_grad: bool) -> int:
+    """How many of the vocabulary's last columns token_logprobs leaves out of its log-softmax: a
+    TinyAgent's out-of-vocabulary slots, when it has no copy head (policy/tiny.py).
+
+    Without a copy head a slot's logit is SLOT_LOGIT (-1e4), whose probability underflows to exactly 0
+    at a temperature up to 10 (-1e4 / 10 lies far below any word's logit), so over the words alone
+    every word's log-prob is the same float, as are its gradients when each position's gradient comes
+    from one token's log-prob. A 256-slot capstone model then divides, log-softmaxes and sums 235
+    columns instead of 491, forward and backward (the model still writes all 491). Not when a slot id
+    occurs in ids (its own log-prob needs the full width), nor when the entropy takes a gradient (its
+    backward sums over the full width, and the order of those sums sets the last bits).
+    tests/test_update_math.py checks the values and gradients against the full width's, bit for bit."""
+    inner = getattr(model, "module", model)  # DDP
+    slots = getattr(inner, "oov_slots", 0)
+    if not slots or with_entropy_grad or getattr(inner, "copy", None) is not None or not 0 < temperature <= 10:
+        return 0
+    return 0 if bool((ids >= inner.vocab_size - slots).any()) else slots
 
 
 def packing_lengths(batch: Batch, algo) -> torch.Tensor | None:
