@@ -9,6 +9,9 @@
 #   ARMS=copy_softcap_off SEEDS=0 bash scripts/copy_switches.sh     (a subset; the verdict needs 3 seeds)
 # Costs on a 2-core Xeon at threads=1: a base ~6.5 min, a run ~9 min, so ~3.2 core-hours in all.
 # The verdict is printed and written to <run dir>/verdict.md; nothing in docs/ or conf/ is changed.
+# It ran on 2026-12-03 at commit 9becae6, when +exp=tools_generated still had every switch on (the table and
+# verdict: docs/TOOLS.md). The preset has them off since, so against it the arms change nothing: run the
+# script at 9becae6 to reproduce the table, or with EXP=tools to ablate the book-task recipe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 test -x .venv/bin/bugfix-rl || make --silent .venv/.installed
