@@ -261,10 +261,14 @@ def main() -> None:
     lines += reproducibility_section()
     lines += starts_section()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    kept = ""  # section 6 (scripts/switches.sh) is written by its own script: carried over as it is
-    if args.out.is_file() and "<!-- switches:begin -->" in args.out.read_text():
-        old = args.out.read_text()
-        kept = "\n" + old[old.index("<!-- switches:begin -->"):old.index("<!-- switches:end -->")] + "<!-- switches:end -->\n"
+    # sections written by their own sweeps, carried over as they are: 6 (scripts/switches.sh) and 7 (the
+    # copy-head switches, scripts/copy_switches.sh)
+    kept = ""
+    old = args.out.read_text() if args.out.is_file() else ""
+    for block in ("switches", "copy-switches"):
+        begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
+        if begin in old:
+            kept += "\n" + old[old.index(begin):old.index(end)] + end + "\n"
     args.out.write_text("\n".join(lines) + "\n" + kept)
     print(f"wrote {args.out} in {time.time() - start:.0f} s")
 
