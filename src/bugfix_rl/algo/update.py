@@ -46,10 +46,11 @@ def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_gr
         entropy = entropy_from_logits(logits)
     else:
         with torch.no_grad():
-            terms = logp_all.exp() * logp_all  # [B, T-1, V]
-            # a left-out slot's term is exp(-1e4 - ...) * (-1e4 - ...) = -0.0: summed with them, the sum
-            # adds in the order of the full width's, so the entropy is the same float
-            entropy = -F.pad(terms, (0, left_out), value=-0.0).sum(-1)
+            terms = logp_all.exp() * logp_all  # [B, T-1, V - left_out]
+            if left_out:  # a left-out slot's term is exp(-1e4 - ...) * (-1e4 - ...) = -0.0: summed with
+                # them, the sum adds in the order of the full width's, so the entropy is the same float
+                terms = F.pad(terms, (0, left_out), value=-0.0)
+            entropy = -terms.sum(-1)
     return LogProbs(logp, entropy)
 
 
