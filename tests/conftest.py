@@ -11,13 +11,17 @@ import torch
 
 from bugfix_rl.config import TrainConfig, set_dotted
 from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.kernels import settle_mkl_branch
 from bugfix_rl.policy.tokenizer import build_tokenizer
 
+settle_mkl_branch()  # tests that build or train in this process run the branch MKL_CBWR names on every thread
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # local Ray clusters on 127.0.0.1 (read at import)
 
 
 PREBUILD = """
 import bugfix_rl
+from bugfix_rl.kernels import settle_mkl_branch
+settle_mkl_branch()
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.tokenizer import build_tokenizer

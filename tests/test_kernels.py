@@ -177,3 +177,27 @@ def test_a_native_child_that_inherits_the_answer_says_so_in_its_signature():
                                       text=True, check=True, timeout=120).stdout.strip().splitlines()[-1])
     assert inherited[0] == "answered (preloaded)" and inherited[1].endswith(", answered) onednn=auto")
     assert clean[0] == "" and "answered" not in clean[1]
+
+
+FIRST_PARALLEL_SQRT = """
+import bugfix_rl
+import torch
+from bugfix_rl.kernels import set_torch_threads
+set_torch_threads(2)
+x = torch.rand(15040, generator=torch.Generator().manual_seed(0)) * 1e-3
+two = torch.sqrt(x)  # the process's first parallel MKL call
+torch.set_num_threads(1)
+print(int((two != torch.sqrt(x)).sum()))
+"""
+
+
+@pytest.mark.slow  # 24 fresh processes, one after another: about 45 s on 2 cores
+@pytest.mark.skipif(not pinnable(), reason="the pinned kernels are those of x86-64 CPUs with AVX2")
+def test_the_first_parallel_mkl_call_of_a_fresh_process_runs_the_pinned_branch_on_both_threads():
+    """Without settle_mkl_branch, 1 fresh process in 6 to 10 on a quiet 2-core EPYC computed one thread's
+    half of this sqrt with other bits (MKL reads MKL_CBWR at its first call, and two threads raced for
+    it), and the suite's golden hashes failed now and then. The race needs both cores free, so the
+    processes run one after another (side by side they never raced); each must match one thread."""
+    differing = [int(subprocess.run([sys.executable, "-c", FIRST_PARALLEL_SQRT], capture_output=True, text=True,
+                                    env=env_for_mode("portable"), timeout=120).stdout) for _ in range(24)]
+    assert differing == [0] * 24

@@ -221,3 +221,36 @@ def cpu_vendor() -> str:
 def cpu_model() -> str:
     """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows."""
     return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+_mkl_branch_settled = False
+
+
+def set_torch_threads(threads: int) -> None:
+    """torch.set_num_threads, with MKL's branch settled first (settle_mkl_branch): every place that
+    sets the run's thread count calls this, before the run's first parallel MKL call."""
+    import torch
+
+    settle_mkl_branch()
+    torch.set_num_threads(threads)
+
+
+def settle_mkl_branch() -> None:
+    """Make MKL's first call on one thread. MKL reads MKL_CBWR lazily, at its first call, and when two
+    threads make that first call together one of them can run other code than the branch names: on
+    the AMD EPYC, 2 of 12 fresh processes computed one half of a 2-thread torch.sqrt over 15,040 floats
+    with other bits, and 1 in 4 fresh builds of the RL base on 2 threads differed in its last bits
+    (Adam's sqrt over the token embedding), which failed tests/test_golden.py in the suite now and
+    then. After one single-threaded call (30 of 30 fresh processes) every thread runs the same code.
+    Once per process; a no-op without MKL."""
+    global _mkl_branch_settled
+    if _mkl_branch_settled:
+        return
+    import torch
+
+    if torch.backends.mkl.is_available():
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        torch.sqrt(torch.ones(1))  # ATen's float sqrt is MKL's VML, which reads MKL_CBWR
+        torch.set_num_threads(threads)
+    _mkl_branch_settled = True

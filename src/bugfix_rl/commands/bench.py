@@ -26,6 +26,7 @@ from rich.table import Table
 
 from bugfix_rl.commands.configured_policy import configured_policy
 from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.present.terminal import output_console
 from bugfix_rl.rollout.collect import draw_step_tasks
 from bugfix_rl.rollout.pool import InlinePool, make_pool
@@ -42,7 +43,7 @@ def _step_seconds(cfg, model, tokenizer, make_env, steps: int) -> float:
     """Median seconds per training step after one warm-up step (the pool's start-up not counted)."""
     from bugfix_rl.run.trainer import Trainer
 
-    torch.set_num_threads(cfg.threads)
+    set_torch_threads(cfg.threads)
     trainer = Trainer(cfg, copy.deepcopy(model), tokenizer, make_env, torch.Generator().manual_seed(cfg.seed))
     try:
         trainer.step(0)
@@ -107,7 +108,7 @@ def bench_command(cfg) -> dict:
                 for repeat in range(-1, bench.repeats):  # repeat -1 warms both paths up (caches, sandbox forks)
                     for name, path, threads in ((single_name, inline, single_threads),
                                                 (configured_name, pool, cfg.threads)):
-                        torch.set_num_threads(threads)
+                        set_torch_threads(threads)
                         seconds, episodes = _sampling_seconds(path, tasks, cfg.algo, bench.seed + max(repeat, 0))
                         if repeat >= 0:
                             times[name].append(seconds)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-import torch
+from bugfix_rl.kernels import set_torch_threads
 
 
 @contextmanager
@@ -17,7 +17,7 @@ def configured_policy(cfg):
     from bugfix_rl.progress import PhaseProgress
     from bugfix_rl.recipes.starting_policy import build_starting_policy
 
-    torch.set_num_threads(cfg.threads)
+    set_torch_threads(cfg.threads)
     tokenizer = build_tokenizer_for(cfg)
     make_env, close_env = make_env_factory(cfg.env)
     try:

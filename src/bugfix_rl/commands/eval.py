@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
-
+from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.present.terminal import output_console
 
 
@@ -18,7 +17,7 @@ def eval_command(cfg) -> dict:
     from bugfix_rl.evaluate.checkpoint_eval import run_eval
     from bugfix_rl.present.tables import print_eval
 
-    torch.set_num_threads(cfg.threads)
+    set_torch_threads(cfg.threads)
     ckpt, compare = checkpoint_of(cfg.ckpt), cfg.compare and checkpoint_of(cfg.compare)  # a run dir: its chosen one
     try:
         result = run_eval(ckpt, cfg.split, cfg.n, cfg.seed, cfg.top, compare,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from rich.table import Table
 
+from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.present.terminal import output_console
 
 
@@ -36,7 +37,7 @@ def starts_command(cfg) -> list:
 
     starts = cfg.starts
     check_starts(starts)  # the CLI checked it before any folder was made; a caller from Python gets it here
-    torch.set_num_threads(cfg.threads)
+    set_torch_threads(cfg.threads)
     tokenizer = build_tokenizer_for(cfg)
     make_env, close_env = make_env_factory(cfg.env)
     profiles = []

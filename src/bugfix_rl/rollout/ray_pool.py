@@ -21,6 +21,7 @@ import sys
 
 import torch
 
+from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.rollout.jobs import EpisodeJob, sample_job, shard_jobs, stamp
 from bugfix_rl.types import Trajectory
 
@@ -48,7 +49,7 @@ class RolloutWorker:
     """One actor: a policy replica and an env factory built from the run's config."""
 
     def __init__(self, cfg, threads: int):
-        torch.set_num_threads(threads)
+        set_torch_threads(threads)
         from bugfix_rl.gym.envs import make_env_factory
         from bugfix_rl.policy.build import REPLICA_INIT, build_policy, build_tokenizer_for
 

@@ -20,12 +20,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
 import torch.distributed as dist
 
 from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, model_tensors, optimizer_state,
                                   optimizer_tensors, save_checkpoint)
 from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.recipes.starting_policy import build_starting_policy
 from bugfix_rl.rollout.replay import schedule_from_record, schedule_record
@@ -134,7 +134,7 @@ def write_status(run_dir: Path, status: str, step: int, last_checkpoint: Path | 
 def follow_run(cfg) -> None:
     """Ranks 1..N-1 of a sharded run: the same policy and learner as rank 0, which samples, evaluates,
     writes the run dir and tells these ranks when to update (learner.follow)."""
-    torch.set_num_threads(cfg.threads)
+    set_torch_threads(cfg.threads)
     tokenizer = build_tokenizer_for(cfg)
     dist.barrier()  # rank 0 has built the RL base (or found it in the cache)
     base = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)

@@ -19,6 +19,7 @@ import torch.distributed as dist
 
 from bugfix_rl.errors import PreflightFailed
 from bugfix_rl.gym.envs import make_env_factory
+from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 from bugfix_rl.present.console import TrainConsole
 from bugfix_rl.present.dashboard import JsonlLogger
@@ -42,7 +43,7 @@ def run_training(cfg, run_dir: Path) -> dict:
     continues from that checkpoint and reaches the uninterrupted run's parameters (run/lifecycle.py)."""
     if cfg.resume:  # cheap checks first: a bad path must not wait for the RL base to be built
         announce_resume(cfg.resume, run_dir)
-    torch.set_num_threads(cfg.threads)
+    set_torch_threads(cfg.threads)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer_for(cfg)
