@@ -26,7 +26,7 @@ import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch 
 
 from bugfix_rl.cli import CONF_DIR
 from bugfix_rl.config import register_configs, to_object
-from bugfix_rl.kernels import pinnable, requested_mode
+from bugfix_rl.kernels import pinnable, requested_mode, settle_mkl_branch
 from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.recipes.rl_base import SHIPPED_DIR, base_path, make_rl_base
 
@@ -58,6 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only say which shipped bases are missing or stale")
     args = parser.parse_args()
+    settle_mkl_branch()  # a base built on 2 threads gets the same bytes in every process (kernels.py)
     if requested_mode() != "portable" or not pinnable():
         sys.exit("ship_bases: shipped bases are built on the portable kernels (BUGFIX_RL_KERNELS=portable, "
                  "an x86-64 CPU with AVX2 and FMA)")
