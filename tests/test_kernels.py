@@ -191,7 +191,7 @@ print(int((two != torch.sqrt(x)).sum()))
 """
 
 
-@pytest.mark.slow  # 24 fresh processes, one after another: about 45 s on 2 cores
+@pytest.mark.slow  # 24 fresh processes, one after another: about 50 s on 2 cores
 @pytest.mark.skipif(not pinnable(), reason="the pinned kernels are those of x86-64 CPUs with AVX2")
 def test_the_first_parallel_mkl_call_of_a_fresh_process_runs_the_pinned_branch_on_both_threads():
     """Without settle_mkl_branch, 1 fresh process in 6 to 10 on a quiet 2-core EPYC computed one thread's

@@ -47,6 +47,7 @@ INTEL_CHECK_FLAGS = frozenset({"avx2", "fma", "bmi1", "bmi2", "f16c", "movbe"})
 ANSWER_DIR_PREFIX, ANSWER_FILE = "bugfix_rl_mkl_", "intel_check.so"  # where the compiled answer lives
 # "answered": this process loaded INTEL_CHECK_SOURCE; otherwise why not (or "" where no answer is needed)
 mkl_vendor_check = ""
+_mkl_branch_settled = False  # settle_mkl_branch has made MKL's first call in this process
 
 
 def requested_mode() -> str:
@@ -222,8 +223,6 @@ def cpu_model() -> str:
     """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows."""
     return _cpuinfo("model name") or platform.processor() or platform.machine()
 
-
-_mkl_branch_settled = False
 
 
 def set_torch_threads(threads: int) -> None:
