@@ -2,6 +2,7 @@
 
     make bases                      # = .venv/bin/python scripts/ship_bases.py
     .venv/bin/python scripts/ship_bases.py --check     # exit 1 when a shipped base is missing or stale
+    .venv/bin/python scripts/ship_bases.py --verify    # rebuild each shipped base here; exit 1 if one differs
 
 A base is shipped for the default config and for every experiment in conf/exp that trains TinyAgent
 from policy.init=rl_base (most share the default's). Each is built here exactly as a run builds it (make_rl_base: its recipe, its
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
+import torch
 
 from bugfix_rl.cli import CONF_DIR
 from bugfix_rl.config import register_configs, to_object
@@ -54,9 +56,35 @@ def wanted_files() -> dict[str, tuple[str, object]]:
     return wanted
 
 
+def verify(wanted: dict[str, tuple[str, object]], present: set[str]) -> int:
+    """Rebuild each shipped base by its recipe (not cached) and compare it with the shipped file,
+    tensor by tensor: 0 when every one is identical, else 1 (a differing one prints its largest gap)."""
+    from safetensors.torch import load_file
+
+    from bugfix_rl.checkpoint import model_tensors
+
+    differing = 0
+    for name in sorted(set(wanted) & present):
+        label, cfg = wanted[name]
+        started = time.perf_counter()
+        rebuilt = model_tensors(make_rl_base(build_tokenizer_for(cfg), cfg.policy, cache=False, env_cfg=cfg.env))
+        shipped = load_file(SHIPPED_DIR / name)
+        gaps = {key: (rebuilt[key] - shipped[key]).abs().max().item() for key in shipped
+                if key in rebuilt and not torch.equal(rebuilt[key], shipped[key])}
+        if set(rebuilt) != set(shipped) or gaps:
+            differing += 1
+            worst = max(gaps.items(), key=lambda item: item[1]) if gaps else ("(names differ)", float("nan"))
+            print(f"DIFFERS {name} ({label}): {len(gaps)} tensors, largest gap {worst[1]:.3g} in {worst[0]}")
+        else:
+            print(f"identical {name} ({label}), rebuilt in {time.perf_counter() - started:.0f} s")
+    return 1 if differing else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only say which shipped bases are missing or stale")
+    parser.add_argument("--verify", action="store_true",
+                        help="rebuild every shipped base (not cached) and compare its tensors with the shipped file")
     args = parser.parse_args()
     settle_mkl_branch()  # a base built on 2 threads gets the same bytes in every process (kernels.py)
     if requested_mode() != "portable" or not pinnable():
@@ -71,6 +99,8 @@ def main() -> None:
         for name in stale:
             print(f"stale: {name}")
         sys.exit(1 if missing or stale else 0)
+    if args.verify:
+        sys.exit(verify(wanted, present))
     SHIPPED_DIR.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ship-bases-") as cache:
         for name in missing:
