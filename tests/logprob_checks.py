@@ -43,9 +43,9 @@ def count_packed_forwards(monkeypatch) -> list[int]:
     calls = [0]
     real = update.packed_logits
 
-    def counted(*args):
+    def counted(*args, **options):
         calls[0] += 1
-        return real(*args)
+        return real(*args, **options)
 
     monkeypatch.setattr(update, "packed_logits", counted)
     return calls

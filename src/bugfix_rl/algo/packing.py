@@ -67,13 +67,14 @@ def layout(lengths: torch.Tensor, width: int, T: int) -> Layout:
     return Layout(slot, t[None, :] < lengths[:, None], len(filled), W)
 
 
-def packed_logits(model, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+def packed_logits(model, ids: torch.Tensor, lengths: torch.Tensor, **forward_options) -> torch.Tensor:
     """model's logits for right-padded ids [B, T] whose row b has lengths[b] real tokens, computed on
-    rows packed as tightly as the longest allows -> [B, T, V], 0 past each row's length."""
+    rows packed as tightly as the longest allows -> [B, T, V], 0 past each row's length. forward_options
+    go to the model's forward (words_only)."""
     T = ids.shape[1]
     packed = layout(lengths, int(lengths.max()), T)
     positions, segments = packed.rows_of(T, ids.device)
-    logits = model(packed.scatter(ids, 0), positions=positions, segments=segments)
+    logits = model(packed.scatter(ids, 0), positions=positions, segments=segments, **forward_options)
     logits = logits.reshape(packed.rows * packed.width, -1)
     spare = torch.cat([logits, logits.new_zeros(1, logits.shape[1])])  # what a padded slot reads
     return spare[torch.where(packed.real, packed.slot, packed.rows * packed.width)]  # [B, T, V]

@@ -34,12 +34,13 @@ def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_gr
     are meaningless, as they are on padding."""
     if hasattr(model, "token_logprobs"):
         return model.token_logprobs(ids, temperature, mask, with_entropy_grad)
-    if lengths is not None and getattr(getattr(model, "module", model), "takes_packed_rows", False):  # DDP: .module
-        logits = packed_logits(model, ids, lengths)  # [B, T, V]
-    else:
-        logits = model(ids)  # [B, T, V]
     left_out = slot_columns_left_out(model, ids, temperature, with_entropy_grad)
-    logits = logits[:, :-1, : logits.shape[-1] - left_out] / temperature  # [B, T-1, V - left_out]
+    options = {"words_only": True} if left_out else {}  # the model computes the words' columns alone
+    if lengths is not None and getattr(getattr(model, "module", model), "takes_packed_rows", False):  # DDP: .module
+        logits = packed_logits(model, ids, lengths, **options)  # [B, T, V - left_out]
+    else:
+        logits = model(ids, **options)  # [B, T, V - left_out]
+    logits = logits[:, :-1] / temperature  # [B, T-1, V - left_out]
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1)
     if with_entropy_grad:
@@ -62,7 +63,8 @@ def slot_columns_left_out(model, ids: torch.Tensor, temperature: float, with_ent
     at a temperature up to 10 (-1e4 / 10 lies far below any word's logit), so over the words alone
     every word's log-prob is the same float, as are its gradients when each position's gradient comes
     from one token's log-prob. A 256-slot capstone model then divides, log-softmaxes and sums 235
-    columns instead of 491, forward and backward (the model still writes all 491). Not when a slot id
+    columns instead of 491 in the head, the log-softmax and both their backward passes (the model's
+    forward with words_only). Not when a slot id
     occurs in ids (its own log-prob needs the full width), nor when the entropy takes a gradient (its
     backward sums over the full width, and the order of those sums sets the last bits).
     tests/test_update_math.py checks the values and gradients against the full width's, bit for bit."""

@@ -211,8 +211,12 @@ class TinyAgent(nn.Module):
         return x
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor | None = None,
-                segments: torch.Tensor | None = None) -> torch.Tensor:
+                segments: torch.Tensor | None = None, words_only: bool = False) -> torch.Tensor:
         """ids [B, T] right-padded -> logits [B, T, V] (padding never leaks backwards: causal).
+
+        words_only (no copy head): the words' logits alone [B, T, len(words)], without the slots'
+        SLOT_LOGIT columns, which no softmax gives any probability (the update's narrow pass,
+        algo/update.token_logprobs); the same matrix product, so the same floats.
 
         Packed rows (several sequences laid end to end, algo/sft.py): positions [B, T] each token's
         position in its own sequence and segments [B, T] which sequence it belongs to; a token attends
@@ -232,7 +236,10 @@ class TinyAgent(nn.Module):
         for block in self.blocks:
             x = block(x, attn_mask)
         if self.copy is None:
-            return self._logits(x)
+            hidden = self.ln_f(x)
+            return hidden @ self.token_embedding.weight.T if words_only else self._vocab_logits(hidden)
+        if words_only:
+            raise ValueError("a copy head writes slots: its log-probs take the whole vocabulary")
         hidden = self.ln_f(x)
         return self.copy.mixture_full(hidden, self._vocab_logits(hidden), ids)
 

@@ -30,7 +30,7 @@ from bugfix_rl.gym.agents.scripted import NoisyPolicy
 from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.generator import training_pool
 from bugfix_rl.gym.tasks import OPERAND_POOL, base_task_name, with_renamed_operands
-from bugfix_rl.kernels import kernel_signature
+from bugfix_rl.kernels import kernel_signature, set_torch_threads
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig, architecture, new_tiny_agent
 from bugfix_rl.policy.tokenizer import Tokenizer
 from bugfix_rl.registry import Registry
@@ -240,7 +240,7 @@ def _build(tokenizer: Tokenizer, recipe, arch: TinyAgentConfig, env_name: str, e
     announcement = (f"building the {env_name} RL base, the starting policy of policy.init=rl_base "
                     f"({recipe.episodes} scripted episodes, {recipe.steps} behaviour-cloning steps; {where})")
     threads = torch.get_num_threads()
-    torch.set_num_threads(recipe.threads)  # the base must not depend on the run's thread count
+    set_torch_threads(recipe.threads)  # not on the run's thread count; MKL's branch settled first (kernels.py)
     try:
         with progress.phase(announcement, done=f"{env_name} RL base built"):
             torch.manual_seed(recipe.seed)
