@@ -62,11 +62,11 @@ def slot_columns_left_out(model, ids: torch.Tensor, temperature: float, with_ent
     Without a copy head a slot's logit is SLOT_LOGIT (-1e4), whose probability underflows to exactly 0
     at a temperature up to 10 (-1e4 / 10 lies far below any word's logit), so over the words alone
     every word's log-prob is the same float, as are its gradients when each position's gradient comes
-    from one token's log-prob. A 256-slot capstone model then divides, log-softmaxes and sums 235
-    columns instead of 491 in the head, the log-softmax and both their backward passes (the model's
-    forward with words_only). Not when a slot id
-    occurs in ids (its own log-prob needs the full width), nor when the entropy takes a gradient (its
-    backward sums over the full width, and the order of those sums sets the last bits).
+    from one token's log-prob. A 256-slot capstone model then computes 235 columns instead of 491 in
+    the head (the model's forward with words_only), the log-softmax and both their backward passes.
+    Not when a slot id occurs in ids (its own log-prob needs the full width), nor when the entropy
+    takes a gradient (its backward sums over the full width, and the order of those sums sets the
+    last bits).
     tests/test_update_math.py checks the values and gradients against the full width's, bit for bit."""
     inner = getattr(model, "module", model)  # DDP
     slots = getattr(inner, "oov_slots", 0)

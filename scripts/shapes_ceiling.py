@@ -1,0 +1,138 @@
+"""How far RL gets on the `shapes` templates when it trains on them: a ceiling for issue 35's numbers.
+
+    .venv/bin/python scripts/shapes_ceiling.py [--exp tools_generated] [--seed 0] [--steps 60] [--out FILE]
+
+Two arms from the same RL base, seed and recipe, one after the other in this process:
+
+- `training`: the preset's pool (the book's 20 training tasks and env.generated_tasks from the
+  generator's training templates): what `bugfix-rl train +exp=<exp>` trains on;
+- `reserved`: the book's 20 and as many generated tasks from the RESERVED templates (the ones the
+  `shapes` split is built from), drawn with another seed; a draw with the source of a `shapes` task
+  is dropped, so the two share templates, not tasks.
+
+Each arm's policy is evaluated on the `shapes` split (50 tasks x eval.shapes_n) at step 0, half way and
+at the end, and on the held-out split at the end; then the paired interval over the shapes tasks,
+reserved - training, at the end. No checkpoint selection: both arms are read at the same steps.
+
+The `reserved` arm trains on the shapes split's templates, so its shapes number is not a held-out
+one: it says whether this agent can learn those shapes at all when RL shows them (the ceiling), not
+whether it generalises. If the ceiling is low too, more training shapes would not close the gap; if it
+is high, the gap is the generalisation itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import random
+import time
+from pathlib import Path
+
+import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
+import torch
+
+from bugfix_rl.cli import CONF_DIR
+from bugfix_rl.config import register_configs, to_object
+from bugfix_rl.evaluate.stats import paired_summary
+from bugfix_rl.gym import generator
+from bugfix_rl.gym.envs import env_sandbox, make_env_factory
+from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.kernels import set_torch_threads
+from bugfix_rl.policy.build import build_tokenizer_for
+from bugfix_rl.recipes.starting_policy import build_starting_policy
+from bugfix_rl.run.evaluations import evaluate_split
+from bugfix_rl.run.trainer import Trainer
+
+RESERVED_SEED_OFFSET = 7919  # the reserved arm's generator seed: env.generated_seed + this (not SHAPES_SEED)
+
+
+def composed(exp: str, seed: int, threads: int):
+    from hydra import compose, initialize_config_dir
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return to_object(compose("train", overrides=[f"exp={exp}", f"seed={seed}", f"threads={threads}"]))
+
+
+def reserved_pool(n: int, seed: int, sandbox) -> list:
+    """The book's training tasks and n checked tasks from the reserved templates, families in turn,
+    none with the source of a `shapes` task."""
+    shapes = {task.source for task in make_tasks("shapes")}
+    by_family = [tuple(t for t in generator.RESERVED_TEMPLATES if t.family == family) for family in generator.FAMILIES]
+    plan = [by_family[i % len(by_family)] for i in range(n + n // 4)]  # a margin for dropped draws
+    drawn = generator._generate(plan, random.Random(seed), "train", sandbox)  # noqa: SLF001  the generator's checks
+    fresh = [task for task in drawn if task.source not in shapes][:n]
+    return make_tasks("train") + fresh
+
+
+def run_arm(cfg, base, tokenizer, make_env, tasks, label: str) -> dict:
+    model = copy.deepcopy(base)
+    torch.manual_seed(cfg.seed)
+    trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(cfg.seed), reference=base,
+                      tasks=tasks)
+    shapes_seed, temperature = cfg.eval.shapes_seed_offset + cfg.seed, cfg.algo.temperature
+    readings, started = {}, time.perf_counter()
+    halfway = cfg.steps // 2
+    try:
+        for step in range(cfg.steps + 1):
+            if step in (0, halfway, cfg.steps):
+                result = evaluate_split(trainer.model, tokenizer, make_env, "shapes", cfg.eval.shapes_n, shapes_seed,
+                                        temperature)
+                readings[step] = result
+                print(f"{label}: step {step:3d}: shapes pass@1 {result['pass_at_1']:.3f} "
+                      f"[{result['ci'][0]:.3f}, {result['ci'][1]:.3f}] ({time.perf_counter() - started:.0f} s)",
+                      flush=True)
+            if step < cfg.steps:
+                trainer.step(step)
+        heldout = evaluate_split(trainer.model, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
+                                 cfg.eval.heldout_seed_offset + cfg.seed, temperature)
+    finally:
+        trainer.close()
+    print(f"{label}: step {cfg.steps}: held-out pass@1 {heldout['pass_at_1']:.3f} "
+          f"[{heldout['ci'][0]:.3f}, {heldout['ci'][1]:.3f}]", flush=True)
+    return {"shapes": readings, "heldout": heldout}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--exp", default="tools_generated")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, help="default: the preset's")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, help="write the readings as JSON here")
+    args = parser.parse_args()
+    cfg = composed(args.exp, args.seed, args.threads)
+    if args.steps:
+        cfg.steps = args.steps
+    if cfg.env.generated_tasks <= 0:
+        raise SystemExit(f"+exp={args.exp} trains on no generated tasks: the reserved arm would have none to swap")
+    set_torch_threads(cfg.threads)
+    tokenizer = build_tokenizer_for(cfg)
+    make_env, close_env = make_env_factory(cfg.env)
+    try:
+        base = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
+        sandbox = env_sandbox(make_env)
+        pools = {"training": generator.training_pool(cfg.env, sandbox),
+                 "reserved": reserved_pool(cfg.env.generated_tasks, cfg.env.generated_seed + RESERVED_SEED_OFFSET, sandbox)}
+        print(f"+exp={args.exp} seed {cfg.seed}, {cfg.steps} steps; pools: "
+              + ", ".join(f"{label} {len(pool)} tasks" for label, pool in pools.items()), flush=True)
+        arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label) for label, pool in pools.items()}
+    finally:
+        close_env()
+    final = {label: arm["shapes"][cfg.steps] for label, arm in arms.items()}
+    diff = paired_summary(final["reserved"]["per_task"], final["training"]["per_task"], cfg.eval.shapes_n)
+    print(f"shapes at step {cfg.steps}, reserved - training: {diff['diff']:+.3f} "
+          f"[{diff['ci'][0]:+.3f}, {diff['ci'][1]:+.3f}] ({diff['tasks']} tasks x {cfg.eval.shapes_n}, seed {cfg.seed})")
+    families = sorted({name.split("/")[0] for name in final["training"]["tasks_names"]})
+    for family in families:
+        means = {label: sum(c for name, c in zip(r["tasks_names"], r["per_task"]) if name.startswith(family + "/"))
+                 / (sum(name.startswith(family + "/") for name in r["tasks_names"]) * r["n"]) for label, r in final.items()}
+        print(f"  {family:8s} training {means['training']:.3f}  reserved {means['reserved']:.3f}")
+    if args.out:
+        args.out.write_text(json.dumps({"exp": args.exp, "seed": cfg.seed, "steps": cfg.steps, "arms": arms,
+                                        "reserved_minus_training": diff}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
