@@ -100,6 +100,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, help="default: the preset's")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--arms", nargs="+", choices=("training", "reserved"), default=["training", "reserved"],
+                        help="the arms to run (the paired interval needs both)")
     parser.add_argument("--out", type=Path, help="write the readings as JSON here")
     args = parser.parse_args()
     cfg = composed(args.exp, args.seed, args.threads)
@@ -113,22 +115,26 @@ def main() -> None:
     try:
         base = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
         sandbox = env_sandbox(make_env)
-        pools = {"training": generator.training_pool(cfg.env, sandbox),
-                 "reserved": reserved_pool(cfg.env.generated_tasks, cfg.env.generated_seed + RESERVED_SEED_OFFSET, sandbox)}
+        pools = {"training": lambda: generator.training_pool(cfg.env, sandbox),
+                 "reserved": lambda: reserved_pool(cfg.env.generated_tasks, cfg.env.generated_seed + RESERVED_SEED_OFFSET,
+                                                   sandbox)}
+        pools = {label: pools[label]() for label in args.arms}
         print(f"+exp={args.exp} seed {cfg.seed}, {cfg.steps} steps; pools: "
               + ", ".join(f"{label} {len(pool)} tasks" for label, pool in pools.items()), flush=True)
         arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label) for label, pool in pools.items()}
     finally:
         close_env()
     final = {label: arm["shapes"][cfg.steps] for label, arm in arms.items()}
-    diff = paired_summary(final["reserved"]["per_task"], final["training"]["per_task"], cfg.eval.shapes_n)
-    print(f"shapes at step {cfg.steps}, reserved - training: {diff['diff']:+.3f} "
-          f"[{diff['ci'][0]:+.3f}, {diff['ci'][1]:+.3f}] ({diff['tasks']} tasks x {cfg.eval.shapes_n}, seed {cfg.seed})")
-    families = sorted({name.split("/")[0] for name in final["training"]["tasks_names"]})
-    for family in families:
+    diff = None
+    if len(final) == 2:
+        diff = paired_summary(final["reserved"]["per_task"], final["training"]["per_task"], cfg.eval.shapes_n)
+        print(f"shapes at step {cfg.steps}, reserved - training: {diff['diff']:+.3f} [{diff['ci'][0]:+.3f}, "
+              f"{diff['ci'][1]:+.3f}] ({diff['tasks']} tasks x {cfg.eval.shapes_n}, seed {cfg.seed})")
+    names = next(iter(final.values()))["tasks_names"]
+    for family in sorted({name.split("/")[0] for name in names}):
         means = {label: sum(c for name, c in zip(r["tasks_names"], r["per_task"]) if name.startswith(family + "/"))
                  / (sum(name.startswith(family + "/") for name in r["tasks_names"]) * r["n"]) for label, r in final.items()}
-        print(f"  {family:8s} training {means['training']:.3f}  reserved {means['reserved']:.3f}")
+        print(f"  {family:8s} " + "  ".join(f"{label} {mean:.3f}" for label, mean in means.items()))
     if args.out:
         args.out.write_text(json.dumps({"exp": args.exp, "seed": cfg.seed, "steps": cfg.steps, "arms": arms,
                                         "reserved_minus_training": diff}, indent=1, default=str))
