@@ -8,6 +8,9 @@ log-probs at temperature 1. Policy tokens whose probability is below --below are
 `word[p]`; observations are left out. This shows where a policy leaves the right path: a copy it
 does not make (the `old_string`), a fix it does not choose (`max` for `min`), a call it does not end.
 
+`--top K` adds, for each printed token, the K words the policy itself preferred there
+(`in[0.00 | count 0.97, in 0.00]`): what it would have written instead.
+
 `--source FILE` probes a task of your own instead: FILE holds a function in the style of
 gym/tasks.py, graded with the tests of the first task named (only the episode is needed, not the
 reward, so the tests need not fit).
@@ -32,15 +35,31 @@ from bugfix_rl.rollout.sampler import scripted_episode
 from bugfix_rl.types import collate
 
 
-def probe(model, tokenizer, make_env, oracle, task, shown_name: str = "nova") -> tuple[list[tuple[str, float | None]], float]:
-    """([(word, its probability if the policy chose it, else None)], total log-prob of the policy tokens)."""
+def probe(model, tokenizer, make_env, oracle, task, shown_name: str = "nova",
+          top: int = 0) -> tuple[list[tuple[str, float | None, list]], float]:
+    """([(word, its probability if the policy chose it, else None, the policy's `top` likeliest words
+    there as (word, p))], total log-prob of the policy tokens)."""
     trajectory = scripted_episode(oracle(), make_env(task, shown_name), tokenizer)
     batch = collate([trajectory], tokenizer.pad_id)
     with torch.no_grad():
         logp = token_logprobs(model, batch.ids, 1.0, mask=batch.mask).logp[0]  # [T-1]
-    words = [(tokenizer.word(token, trajectory.oov_words), float(logp[t - 1].exp()) if trajectory.policy_mask[t] else None)
-             for t, token in enumerate(trajectory.ids) if t > 0]
+        # the sampler's distribution at temperature 1: log_softmax of what the model returns (logits,
+        # or a copy head's mixture log-probs)
+        best = torch.log_softmax(model(batch.ids)[0, :-1], -1).exp().topk(top, -1) if top else None  # [T-1, top]
+    word = lambda token: tokenizer.word(int(token), trajectory.oov_words)
+    words = []
+    for t, token in enumerate(trajectory.ids):
+        if t == 0:
+            continue
+        chosen = trajectory.policy_mask[t]
+        preferred = ([(word(i), float(p)) for p, i in zip(best.values[t - 1], best.indices[t - 1])]
+                     if best is not None and chosen else [])
+        words.append((word(token), float(logp[t - 1].exp()) if chosen else None, preferred))
     return words, float((logp * batch.mask[0]).sum())
+
+
+def _preferred(best: list) -> str:
+    return " | " + ", ".join(f"{w} {p:.2f}" for w, p in best) if best else ""
 
 
 def main() -> None:
@@ -49,6 +68,7 @@ def main() -> None:
     parser.add_argument("tasks", nargs="+", help="task names (bugfix-rl's gym: minmax/saturate, ...)")
     parser.add_argument("--below", type=float, default=0.9, help="print p for policy tokens below this")
     parser.add_argument("--source", type=Path, help="probe this function's source with the first task's tests")
+    parser.add_argument("--top", type=int, default=0, help="also print the policy's K likeliest words there")
     args = parser.parse_args()
     try:
         policy = load_policy(args.checkpoint)
@@ -65,8 +85,9 @@ def main() -> None:
     make_env, close_env = make_env_factory(policy.cfg.env)
     try:
         for task in tasks:
-            words, total = probe(policy.model, policy.tokenizer, make_env, oracle_for(policy.cfg.env), task)
-            shown = [w if p is None or p >= args.below else f"{w}[{p:.2f}]" for w, p in words
+            words, total = probe(policy.model, policy.tokenizer, make_env, oracle_for(policy.cfg.env), task,
+                                 top=args.top)
+            shown = [w if p is None or p >= args.below else f"{w}[{p:.2f}{_preferred(best)}]" for w, p, best in words
                      if p is not None or w == "<eoo>"]
             print(f"## {task.name}: log-prob of the oracle's policy tokens {total:.2f}")
             print(" ".join(shown))

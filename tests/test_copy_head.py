@@ -445,13 +445,17 @@ def test_the_oracle_probe_scores_each_policy_token_of_the_oracles_episode():
     task = next(t for t in make_tasks("heldout") if t.name == "minmax/saturate")
     make_env, close = make_env_factory(cfg.env)
     try:
-        words, total = module.probe(model, tokenizer, make_env, oracle_for(cfg.env), task)
+        words, total = module.probe(model, tokenizer, make_env, oracle_for(cfg.env), task, top=3)
     finally:
         close()
-    chosen = [p for _, p in words if p is not None]
+    chosen = [p for _, p, _ in words if p is not None]
     assert all(0 < p <= 1 for p in chosen) and len(chosen) > 20
     assert math.isclose(sum(math.log(p) for p in chosen), total, rel_tol=1e-4)
-    text = " ".join(w for w, p in words if p is not None)
+    for word, p, best in words:  # --top: the policy's three likeliest words there, in order; the chosen
+        if p is not None:        # word is among them unless it is no likelier than the third
+            assert len(best) == 3 and best[0][1] >= best[1][1] >= best[2][1] >= 0 and best[0][1] >= p - 1e-6
+            assert word in [w for w, _ in best] or p <= best[2][1] + 1e-6
+    text = " ".join(w for w, p, _ in words if p is not None)
     assert "old <indent> return min ( 0 , max ( level , top ) ) new <indent> return max ( 0 , min ( level , top ) )" in text
 
 
