@@ -94,6 +94,12 @@ def run_arm(cfg, base, tokenizer, make_env, tasks, label: str) -> dict:
     return {"shapes": readings, "heldout": heldout}
 
 
+def family_pass_rate(result: dict, families: list[str], family: str) -> float:
+    """pass@1 over the tasks of one family, from evaluate_split's per-task success counts."""
+    counts = [count for count, of in zip(result["per_task"], families) if of == family]
+    return sum(counts) / (len(counts) * result["n"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--exp", default="tools_generated")
@@ -115,10 +121,12 @@ def main() -> None:
     try:
         base = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
         sandbox = env_sandbox(make_env)
-        pools = {"training": lambda: generator.training_pool(cfg.env, sandbox),
-                 "reserved": lambda: reserved_pool(cfg.env.generated_tasks, cfg.env.generated_seed + RESERVED_SEED_OFFSET,
-                                                   sandbox)}
-        pools = {label: pools[label]() for label in args.arms}
+        pools = {}
+        if "training" in args.arms:
+            pools["training"] = generator.training_pool(cfg.env, sandbox)
+        if "reserved" in args.arms:
+            seed = cfg.env.generated_seed + RESERVED_SEED_OFFSET
+            pools["reserved"] = reserved_pool(cfg.env.generated_tasks, seed, sandbox)
         print(f"+exp={args.exp} seed {cfg.seed}, {cfg.steps} steps; pools: "
               + ", ".join(f"{label} {len(pool)} tasks" for label, pool in pools.items()), flush=True)
         arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label) for label, pool in pools.items()}
@@ -130,11 +138,10 @@ def main() -> None:
         diff = paired_summary(final["reserved"]["per_task"], final["training"]["per_task"], cfg.eval.shapes_n)
         print(f"shapes at step {cfg.steps}, reserved - training: {diff['diff']:+.3f} [{diff['ci'][0]:+.3f}, "
               f"{diff['ci'][1]:+.3f}] ({diff['tasks']} tasks x {cfg.eval.shapes_n}, seed {cfg.seed})")
-    names = next(iter(final.values()))["tasks_names"]
-    for family in sorted({name.split("/")[0] for name in names}):
-        means = {label: sum(c for name, c in zip(r["tasks_names"], r["per_task"]) if name.startswith(family + "/"))
-                 / (sum(name.startswith(family + "/") for name in r["tasks_names"]) * r["n"]) for label, r in final.items()}
-        print(f"  {family:8s} " + "  ".join(f"{label} {mean:.3f}" for label, mean in means.items()))
+    families = [task.family for task in make_tasks("shapes")]  # the order evaluate_split counts them in
+    for family in sorted(set(families)):
+        rates = {label: family_pass_rate(result, families, family) for label, result in final.items()}
+        print(f"  {family:8s} " + "  ".join(f"{label} {rate:.3f}" for label, rate in rates.items()))
     if args.out:
         args.out.write_text(json.dumps({"exp": args.exp, "seed": cfg.seed, "steps": cfg.steps, "arms": arms,
                                         "reserved_minus_training": diff}, indent=1, default=str))
