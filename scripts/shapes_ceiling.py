@@ -1,6 +1,7 @@
 """How far RL gets on the `shapes` templates when it trains on them: a ceiling for issue 35's numbers.
 
     .venv/bin/python scripts/shapes_ceiling.py [--exp tools_generated] [--seed 0] [--steps 60] [--out FILE]
+                                               [--base training|reserved] [--set KEY=VALUE ...]
 
 Two arms from the same RL base, seed and recipe, one after the other in this process:
 
@@ -18,6 +19,11 @@ The `reserved` arm trains on the shapes split's templates, so its shapes number 
 one: it says whether this agent can learn those shapes at all when RL shows them (the ceiling), not
 whether it generalises. If the ceiling is low too, more training shapes would not close the gap; if it
 is high, the gap is the generalisation itself.
+
+`--base reserved` asks the same of behaviour cloning: the RL base is built afresh (not cached) from the
+preset's recipe with its demonstrations drawn from the reserved arm's pool instead of the training pool,
+so both arms start from a policy that has seen scripted episodes on the shapes split's templates. Its
+step-0 shapes number is the most the base recipe's imitation gets on those shapes.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from bugfix_rl.gym.envs import env_sandbox, make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.policy.build import build_tokenizer_for
+from bugfix_rl.recipes import rl_base
 from bugfix_rl.recipes.starting_policy import build_starting_policy
 from bugfix_rl.run.evaluations import evaluate_split
 from bugfix_rl.run.trainer import Trainer
@@ -47,12 +54,12 @@ from bugfix_rl.run.trainer import Trainer
 RESERVED_SEED_OFFSET = 7919  # the reserved arm's generator seed: env.generated_seed + this (not SHAPES_SEED)
 
 
-def composed(exp: str, seed: int, threads: int):
+def composed(exp: str, seed: int, threads: int, overrides: list[str]):
     from hydra import compose, initialize_config_dir
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return to_object(compose("train", overrides=[f"exp={exp}", f"seed={seed}", f"threads={threads}"]))
+        return to_object(compose("train", overrides=[f"exp={exp}", f"seed={seed}", f"threads={threads}", *overrides]))
 
 
 def reserved_pool(n: int, seed: int, sandbox) -> list:
@@ -64,6 +71,17 @@ def reserved_pool(n: int, seed: int, sandbox) -> list:
     drawn = generator._generate(plan, random.Random(seed), "train", sandbox)  # noqa: SLF001  the generator's checks
     fresh = [task for task in drawn if task.source not in shapes][:n]
     return make_tasks("train") + fresh
+
+
+def reserved_base(cfg, tokenizer, pool: list):
+    """The RL base of cfg's recipe with its demonstrations on `pool` (not cached). The recipe draws its
+    demonstration tasks from generator.training_pool; for this one build that name answers `pool`."""
+    drawn_from = rl_base.training_pool
+    rl_base.training_pool = lambda env_cfg=None, sandbox=None: pool
+    try:
+        return rl_base.make_rl_base(tokenizer, cfg.policy, cache=False, env_cfg=cfg.env)
+    finally:
+        rl_base.training_pool = drawn_from
 
 
 def run_arm(cfg, base, tokenizer, make_env, tasks, label: str) -> dict:
@@ -108,9 +126,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--arms", nargs="+", choices=("training", "reserved"), default=["training", "reserved"],
                         help="the arms to run (the paired interval needs both)")
+    parser.add_argument("--base", choices=("training", "reserved"), default="training",
+                        help="the pool the RL base's demonstrations come from (reserved: built afresh)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="config overrides on top of the preset (e.g. env.generated_reshape=0.5)")
     parser.add_argument("--out", type=Path, help="write the readings as JSON here")
     args = parser.parse_args()
-    cfg = composed(args.exp, args.seed, args.threads)
+    cfg = composed(args.exp, args.seed, args.threads, args.set)
     if args.steps:
         cfg.steps = args.steps
     if cfg.env.generated_tasks <= 0:
@@ -119,15 +141,19 @@ def main() -> None:
     tokenizer = build_tokenizer_for(cfg)
     make_env, close_env = make_env_factory(cfg.env)
     try:
-        base = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
         sandbox = env_sandbox(make_env)
         pools = {}
         if "training" in args.arms:
             pools["training"] = generator.training_pool(cfg.env, sandbox)
-        if "reserved" in args.arms:
+        if "reserved" in args.arms or args.base == "reserved":
             seed = cfg.env.generated_seed + RESERVED_SEED_OFFSET
             pools["reserved"] = reserved_pool(cfg.env.generated_tasks, seed, sandbox)
-        print(f"+exp={args.exp} seed {cfg.seed}, {cfg.steps} steps; pools: "
+        if args.base == "reserved":
+            base = reserved_base(cfg, tokenizer, pools["reserved"])
+            pools = {label: pool for label, pool in pools.items() if label in args.arms}
+        else:
+            base = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
+        print(f"+exp={args.exp} {' '.join(args.set)} seed {cfg.seed}, {cfg.steps} steps, base from the {args.base} pool; pools: "
               + ", ".join(f"{label} {len(pool)} tasks" for label, pool in pools.items()), flush=True)
         arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label) for label, pool in pools.items()}
     finally:
@@ -143,7 +169,8 @@ def main() -> None:
         rates = {label: family_pass_rate(result, families, family) for label, result in final.items()}
         print(f"  {family:8s} " + "  ".join(f"{label} {rate:.3f}" for label, rate in rates.items()))
     if args.out:
-        args.out.write_text(json.dumps({"exp": args.exp, "seed": cfg.seed, "steps": cfg.steps, "arms": arms,
+        args.out.write_text(json.dumps({"exp": args.exp, "overrides": args.set, "seed": cfg.seed, "steps": cfg.steps,
+                                        "base": args.base, "arms": arms,
                                         "reserved_minus_training": diff}, indent=1, default=str))
 
 

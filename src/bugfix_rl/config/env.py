@@ -30,6 +30,7 @@ class EnvConfig:
     shape_variants: float = 0.0  # RL tasks: share of groups on a shape variant of the task (gym/shape_variants.py)
     generated_tasks: int = 0  # RL tasks: >0 adds this many generated ones (gym/generator.py) to the 20, drawn alike (RL base too)
     generated_seed: int = 0  # the generator's seed for env.generated_tasks (one pool for every run seed)
+    generated_reshape: float = 0.0  # share of generated tasks whose body gets helper locals (gym/reshape.py)
     reward: str = "hidden"  # hidden: all hidden tests pass; public: all public pass (hackable); partial; mixed
     partial_alpha: float = 0.1  # reward=mixed: 1[all hidden pass] + partial_alpha * fraction passed
     flaky_rate: float = 0.0  # each test outcome behind the reward flips with this probability

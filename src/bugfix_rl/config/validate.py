@@ -108,6 +108,9 @@ def validate(cfg) -> None:
         raise ConfigError("env.truncation is an edit-menu switch: the tools env always grades the final file")
     if not 0 <= cfg.env.shape_variants <= 1:
         raise ConfigError(f"env.shape_variants must lie in [0, 1] (a share of groups), got {cfg.env.shape_variants}")
+    if not 0.0 <= cfg.env.generated_reshape <= 1.0:
+        raise ConfigError(f"env.generated_reshape={cfg.env.generated_reshape} must be in [0, 1] (a share of the "
+                          f"generated tasks)")
     if cfg.env.generated_tasks < 0:
         raise ConfigError(f"env.generated_tasks={cfg.env.generated_tasks} must be >= 0 (0 = the book's 20 tasks only)")
     if not (0 <= cfg.env.flaky_rate <= 0.5 and 0 <= cfg.env.step_penalty < math.inf and 0 <= cfg.env.partial_alpha < math.inf):

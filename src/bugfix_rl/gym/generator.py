@@ -2,12 +2,15 @@
 
 API:
 
-    generated_tasks(n, seed=0, sandbox=None) -> list[Task]
+    generated_tasks(n, seed=0, sandbox=None, reshape=0.0) -> list[Task]
         Training draws: n tasks from TRAINING templates only, families in turn (minmax, range, compare,
-        zero, init, minmax, ...). Same seed -> identical tasks, byte for byte; split 'train'.
+        zero, init, minmax, ...). Same seed -> identical tasks, byte for byte; split 'train'. With
+        reshape > 0, that share of the draws has its body rewritten with helper locals (gym/reshape.py),
+        and a draw whose body form is a reserved template's is dropped.
     training_pool(env_cfg, sandbox=None) -> list[Task]
         What RL groups and the RL base's demonstrations draw from: the book's 20 training tasks, then
-        env.generated_tasks generated ones (seed env.generated_seed) when that is > 0.
+        env.generated_tasks generated ones (seed env.generated_seed, reshaped share env.generated_reshape)
+        when that is > 0.
     make_tasks("shapes")  (gym/tasks.py)
         The `shapes` split: 50 tasks (10 per family) from RESERVED templates, which training draws
         never use; stored in gym/shapes_split.py (what `shapes_tasks()` gives, written by
@@ -49,6 +52,7 @@ import time
 
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.edit_menu import RENAME_POOL
+from bugfix_rl.gym.reshape import body_form, reshape
 from bugfix_rl.gym.shape_variants import _blanked, unseen_heldout_line_shapes
 from bugfix_rl.gym.task_checks import task_problems
 from bugfix_rl.gym.tasks import ALL_TASKS, FAMILIES, FAMILY_OP, FIX_OPS, OPERAND_POOL, Task, make_tasks, operand_names
@@ -148,13 +152,25 @@ def _source(function: ast.FunctionDef) -> str:
     return ast.unparse(ast.fix_missing_locations(ast.Module([function], []))) + "\n"
 
 
-def _build(template: Template, rng: random.Random):
-    """(fn_name, correct source, buggy source, kinds of the parameters, number with a default, constants)."""
+RESERVED_FORMS = frozenset(body_form([_Fill({}, {"K": 2, "J": 3}, None).visit(statement)  # mirrors: the same form
+                                       for statement in ast.parse(template.body).body])
+                            for template in RESERVED_TEMPLATES)
+
+
+def _build(template: Template, rng: random.Random, reshape_share: float = 0.0):
+    """(fn_name, correct source, buggy source, kinds of the parameters, number with a default, constants,
+    whether the body was reshaped into a reserved template's form)."""
     used = [p for p in _PLACEHOLDERS if re.search(rf"\b{p}\b", template.body)]
     names = dict(zip(used, rng.sample(NAMES, len(used))))
     constants = dict(zip(("K", "J"), sorted(rng.sample(CONSTANTS, 2))))
     term = ast.parse(rng.choice(template.terms), mode="eval").body if template.terms else None
     body = [_Fill(names, constants, term).visit(statement) for statement in ast.parse(template.body).body]
+    reserved_form = False
+    if reshape_share > 0 and rng.random() < reshape_share:
+        fresh = [name for name in NAMES if name not in names.values()]
+        int_params = [names[p] for p, kind in template.params if kind in INT_KINDS and p != template.divisor]
+        body = reshape(body, rng.sample(fresh, 2), rng, int_params, tuple(constants.values()))
+        reserved_form = body_form(body) in RESERVED_FORMS
     kinds = [kind for _, kind in template.params]
     params = [names[placeholder] for placeholder, _ in template.params]
     defaults = []
@@ -175,7 +191,7 @@ def _build(template: Template, rng: random.Random):
     if template.mirror and rng.random() < 0.5:
         _mirror(function)
     buggy = _inject_bug(template.family, function)
-    return fn_name, _source(function), _source(buggy), kinds, len(defaults), tuple(constants.values())
+    return fn_name, _source(function), _source(buggy), kinds, len(defaults), tuple(constants.values()), reserved_form
 
 
 # ---------------------------------------------------------------- tests by differential testing
@@ -257,9 +273,11 @@ def _choose_tests(rng: random.Random, family: str, fn_name: str, correct: str, b
 
 # ---------------------------------------------------------------- drawing and checking
 
-def _draw(template: Template, rng: random.Random, split: str) -> Task | None:
+def _draw(template: Template, rng: random.Random, split: str, reshape_share: float = 0.0) -> Task | None:
     """One candidate from `template`, or None when it breaks a rule of the module doc before the checks."""
-    fn_name, correct, buggy, kinds, n_default, constants = _build(template, rng)
+    fn_name, correct, buggy, kinds, n_default, constants, reserved_form = _build(template, rng, reshape_share)
+    if reserved_form:
+        return None
     tests = _choose_tests(rng, template.family, fn_name, correct, buggy,
                           _draw_inputs(rng, kinds, constants, n_default), len(kinds))
     if tests is None or buggy in _BOOK_SOURCES:
@@ -273,13 +291,14 @@ def _draw(template: Template, rng: random.Random, split: str) -> Task | None:
     return task
 
 
-def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, sandbox) -> list[Task]:
+def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, sandbox,
+              reshape_share: float = 0.0) -> list[Task]:
     """One checked task per entry of `plan` (the templates it may be drawn from). In rounds: each empty
     entry draws until a candidate passes `_draw` and is new; the round's candidates are checked in one
     batch (task_checks.task_problems); an entry whose candidate fails draws again in the next round."""
     if sandbox is None:
         with Sandbox(SandboxConfig()) as own:
-            return _generate(plan, rng, split, own)
+            return _generate(plan, rng, split, own, reshape_share)
     tasks: list[Task | None] = [None] * len(plan)
     sources: set[str] = set()
     draws, last_problem = [0] * len(plan), [""] * len(plan)
@@ -291,7 +310,7 @@ def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, 
                 if draws[index] > MAX_DRAWS:  # a template none of whose draws is sound (an env change?)
                     raise RuntimeError(f"no sound task from {[t.id for t in choices]} in {MAX_DRAWS} draws; "
                                        f"last problem: {last_problem[index] or 'none passed _draw'}")
-                task = _draw(rng.choice(choices), rng, split)
+                task = _draw(rng.choice(choices), rng, split, reshape_share)
                 if task is not None and task.source not in sources:
                     batch[index] = task
                     sources.add(task.source)
@@ -300,10 +319,12 @@ def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, 
     return tasks
 
 
-def generated_tasks(n: int, seed: int = 0, sandbox=None) -> list[Task]:
-    """n distinct checked tasks from training templates, families in turn (module doc)."""
+def generated_tasks(n: int, seed: int = 0, sandbox=None, reshape: float = 0.0) -> list[Task]:
+    """n distinct checked tasks from training templates, families in turn, a `reshape` share of them with
+    helper locals (module doc)."""
     by_family = [tuple(t for t in TRAINING_TEMPLATES if t.family == family) for family in FAMILIES]
-    return _generate([by_family[i % len(FAMILIES)] for i in range(n)], random.Random(seed), "train", sandbox)
+    return _generate([by_family[i % len(FAMILIES)] for i in range(n)], random.Random(seed), "train", sandbox,
+                     reshape)
 
 
 def training_pool(env_cfg=None, sandbox=None) -> list[Task]:
@@ -315,7 +336,7 @@ def training_pool(env_cfg=None, sandbox=None) -> list[Task]:
         return tasks
     n, seed, started = env_cfg.generated_tasks, env_cfg.generated_seed, time.perf_counter()
     print(f"generating {n} training tasks (env.generated_tasks, seed {seed})", file=sys.stderr, flush=True)
-    generated = generated_tasks(n, seed, sandbox)
+    generated = generated_tasks(n, seed, sandbox, env_cfg.generated_reshape)
     leaked = sorted({template_id(task) for task in generated} & {template.id for template in RESERVED_TEMPLATES})
     assert not leaked, f"generated training tasks from the shapes split's templates: {leaked}"
     print(f"generated {n} training tasks in {time.perf_counter() - started:.1f} s; with the book's {len(tasks)}, "
