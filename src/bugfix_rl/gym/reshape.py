@@ -31,6 +31,8 @@ STEPS = ("hoist", "return_local", "derived_input")
 _LAZY = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _HOISTABLE = (ast.Call, ast.BinOp, ast.Compare)
 _ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+# statement type -> its expression that runs once each time the statement does (a hoist's root)
+_ROOT_FIELD = {ast.Return: "value", ast.Assign: "value", ast.AugAssign: "value", ast.If: "test", ast.For: "iter"}
 _BUILTINS = frozenset({"min", "max", "range", "sum", "len", "abs", "True", "False", "None"})
 
 
@@ -65,9 +67,7 @@ def _hoist_sites(body: list[ast.stmt]) -> list[tuple[list, int, ast.AST, str, as
     value would only rename it."""
     sites = []
     for block, index, statement in _blocks(body):
-        roots = {ast.Return: "value", ast.Assign: "value", ast.AugAssign: "value", ast.If: "test",
-                 ast.For: "iter"}
-        field = roots.get(type(statement))
+        field = _ROOT_FIELD.get(type(statement))
         if field is None or getattr(statement, field) is None:
             continue
         root = getattr(statement, field)
