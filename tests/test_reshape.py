@@ -84,3 +84,13 @@ def test_reshaped_draws_are_sound_deterministic_and_never_a_reserved_form(sandbo
 
     assert sum(form(t) not in {form(p) for p in plain} for t in tasks) >= 30  # most draws: a form no template has
     assert [t.source for t in generated_tasks(200, seed=5, sandbox=sandbox, reshape=0.0)] == [t.source for t in plain]
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5])
+def test_the_config_refuses_a_share_outside_0_1(share):
+    from bugfix_rl.config import ConfigError, TrainConfig, validate
+
+    cfg = TrainConfig()
+    cfg.env.generated_reshape = share
+    with pytest.raises(ConfigError, match="env.generated_reshape"):
+        validate(cfg)
