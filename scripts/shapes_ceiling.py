@@ -24,6 +24,11 @@ is high, the gap is the generalisation itself.
 preset's recipe with its demonstrations drawn from the reserved arm's pool instead of the training pool,
 so both arms start from a policy that has seen scripted episodes on the shapes split's templates. Its
 step-0 shapes number is the most the base recipe's imitation gets on those shapes.
+
+`--reserved-templates ID ...` draws the reserved pool from some reserved templates only, and
+`--with-training` adds the training pool's generated tasks to it: with both, the reserved arm trains on
+the training shapes widened by some reserved ones, and the shapes tasks of the other reserved templates
+(printed per template at the end) say whether the wider pool carries over to shapes it did not hold.
 """
 
 from __future__ import annotations
@@ -62,11 +67,12 @@ def composed(exp: str, seed: int, threads: int, overrides: list[str]):
         return to_object(compose("train", overrides=[f"exp={exp}", f"seed={seed}", f"threads={threads}", *overrides]))
 
 
-def reserved_pool(n: int, seed: int, sandbox) -> list:
-    """The book's training tasks and n checked tasks from the reserved templates, families in turn,
-    none with the source of a `shapes` task."""
+def reserved_pool(n: int, seed: int, sandbox, templates: list[str] | None = None) -> list:
+    """The book's training tasks and n checked tasks from the reserved templates (only those named in
+    `templates` when given), families in turn, none with the source of a `shapes` task."""
     shapes = {task.source for task in make_tasks("shapes")}
-    by_family = [tuple(t for t in generator.RESERVED_TEMPLATES if t.family == family) for family in generator.FAMILIES]
+    chosen = [t for t in generator.RESERVED_TEMPLATES if templates is None or t.id in templates]
+    by_family = [group for family in generator.FAMILIES if (group := tuple(t for t in chosen if t.family == family))]
     plan = [by_family[i % len(by_family)] for i in range(n + n // 4)]  # a margin for dropped draws
     drawn = generator._generate(plan, random.Random(seed), "train", sandbox)  # noqa: SLF001  the generator's checks
     fresh = [task for task in drawn if task.source not in shapes][:n]
@@ -112,9 +118,10 @@ def run_arm(cfg, base, tokenizer, make_env, tasks, label: str) -> dict:
     return {"shapes": readings, "heldout": heldout}
 
 
-def family_pass_rate(result: dict, families: list[str], family: str) -> float:
-    """pass@1 over the tasks of one family, from evaluate_split's per-task success counts."""
-    counts = [count for count, of in zip(result["per_task"], families) if of == family]
+def group_pass_rate(result: dict, groups: list[str], group: str) -> float:
+    """pass@1 over the tasks of one group (a family, a template), from evaluate_split's per-task success
+    counts; groups[i] is task i's."""
+    counts = [count for count, of in zip(result["per_task"], groups) if of == group]
     return sum(counts) / (len(counts) * result["n"])
 
 
@@ -128,6 +135,10 @@ def main() -> None:
                         help="the arms to run (the paired interval needs both)")
     parser.add_argument("--base", choices=("training", "reserved"), default="training",
                         help="the pool the RL base's demonstrations come from (reserved: built afresh)")
+    parser.add_argument("--reserved-templates", nargs="+", metavar="ID",
+                        help="draw the reserved pool from these reserved templates only (default: all of them)")
+    parser.add_argument("--with-training", action="store_true",
+                        help="the reserved pool also holds the training pool's generated tasks")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="config overrides on top of the preset (e.g. env.generated_reshape=0.5)")
     parser.add_argument("--out", type=Path, help="write the readings as JSON here")
@@ -147,7 +158,9 @@ def main() -> None:
             pools["training"] = generator.training_pool(cfg.env, sandbox)
         if "reserved" in args.arms or args.base == "reserved":
             seed = cfg.env.generated_seed + RESERVED_SEED_OFFSET
-            pools["reserved"] = reserved_pool(cfg.env.generated_tasks, seed, sandbox)
+            pools["reserved"] = reserved_pool(cfg.env.generated_tasks, seed, sandbox, args.reserved_templates)
+            if args.with_training:  # the training pool's generated tasks too: training shapes widened by some reserved ones
+                pools["reserved"] += generator.training_pool(cfg.env, sandbox)[len(make_tasks("train")):]
         if args.base == "reserved":
             base = reserved_base(cfg, tokenizer, pools["reserved"])
             pools = {label: pool for label, pool in pools.items() if label in args.arms}
@@ -166,10 +179,15 @@ def main() -> None:
               f"{diff['ci'][1]:+.3f}] ({diff['tasks']} tasks x {cfg.eval.shapes_n}, seed {cfg.seed})")
     families = [task.family for task in make_tasks("shapes")]  # the order evaluate_split counts them in
     for family in sorted(set(families)):
-        rates = {label: family_pass_rate(result, families, family) for label, result in final.items()}
+        rates = {label: group_pass_rate(result, families, family) for label, result in final.items()}
         print(f"  {family:8s} " + "  ".join(f"{label} {rate:.3f}" for label, rate in rates.items()))
+    templates = [generator.template_id(task) for task in make_tasks("shapes")]
+    for template in sorted(set(templates)):
+        rates = {label: group_pass_rate(result, templates, template) for label, result in final.items()}
+        print(f"  {template:28s} " + "  ".join(f"{label} {rate:.3f}" for label, rate in rates.items()))
     if args.out:
-        args.out.write_text(json.dumps({"exp": args.exp, "overrides": args.set, "seed": cfg.seed, "steps": cfg.steps,
+        args.out.write_text(json.dumps({"exp": args.exp, "overrides": args.set, "reserved_templates": args.reserved_templates,
+                                        "with_training": args.with_training, "seed": cfg.seed, "steps": cfg.steps,
                                         "base": args.base, "arms": arms,
                                         "reserved_minus_training": diff}, indent=1, default=str))
 
