@@ -181,12 +181,12 @@ def fuzz(sandbox, examples: int, derandomize: bool) -> int:
 
 @pytest.mark.timeout(600, method="thread")
 def test_adversarial_turns_never_raise_hang_or_fake_an_infrastructure_failure(sandbox):
-    turns = fuzz(sandbox, examples=200, derandomize=True)
-    # a floor on how much was exercised: 516 turns when this file runs alone (EPYC, hypothesis 6.170.27), 495
-    # once in a full fresh-clone suite. Even derandomized, hypothesis draws constants from the source of the
-    # local modules already imported (providers._get_local_constants), so the draw depends on what the
-    # worker's earlier tests imported
-    assert turns >= 450, turns
+    turns = fuzz(sandbox, examples=240, derandomize=True)
+    # a floor on how much was exercised. Even derandomized, hypothesis draws constants from the source of the
+    # local modules already imported (providers._get_local_constants), so the draw moves with what the
+    # worker's earlier tests imported: 200 examples gave 516 turns alone and 495 once in a full suite; 240
+    # give 697 alone (EPYC, hypothesis 6.170.27)
+    assert turns >= 500, turns
 
 
 @pytest.mark.slow
