@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from bugfix_rl.evaluate.shapes import body_line_shapes
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.agents.scripted import OraclePolicy
 from bugfix_rl.gym.agents.scripted_tools import ToolsOraclePolicy
@@ -63,17 +64,8 @@ def assert_sound(tasks, sandbox):
 
 
 def body_shape(task) -> str:
-    """The body without its docstring: operand names -> N, numbers -> C, min/max -> M, < <= > >= -> R
-    (a mirrored draw has the same shape), indentation kept."""
-    operands = set(operand_names(task))
-    lines = []
-    for line in task.source.splitlines()[1:]:
-        if line.strip().startswith('"""'):
-            continue
-        words = ["N" if w in operands else "C" if w.isdigit() else "M" if w in ("min", "max")
-                 else "R" if w in ("<", "<=", ">", ">=") else w for w in ops._TOKEN.findall(line)]
-        lines.append(str(len(line) - len(line.lstrip())) + " " + " ".join(words))
-    return "\n".join(lines)
+    """The body without its docstring, blanked line by line (evaluate/shapes.body_line_shapes)."""
+    return "\n".join(body_line_shapes(task))
 
 
 def test_generated_tasks_are_sound(generated, sandbox):
