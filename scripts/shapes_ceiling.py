@@ -29,6 +29,12 @@ step-0 shapes number is the most the base recipe's imitation gets on those shape
 `--with-training` adds the training pool's generated tasks to it: with both, the reserved arm trains on
 the training shapes widened by some reserved ones, and the shapes tasks of the other reserved templates
 (printed per template at the end) say whether the wider pool carries over to shapes it did not hold.
+
+`--widen-edits P` builds the RL base afresh (not cached) with its demonstrations' Edits widened: with
+probability P an Edit's old_string and new_string take one more unchanged neighbouring line (above or
+below, drawn at random), so old_string no longer has one length per training template. The same change,
+the same fixed file; only the span copied differs. It asks whether the base's habit of ending
+old_string at a training template's length is what keeps it from new shapes.
 """
 
 from __future__ import annotations
@@ -47,8 +53,10 @@ from bugfix_rl.cli import CONF_DIR
 from bugfix_rl.config import register_configs, to_object
 from bugfix_rl.evaluate.stats import paired_summary
 from bugfix_rl.gym import generator
+from bugfix_rl.gym.agents import scripted_tools
 from bugfix_rl.gym.envs import env_sandbox, make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.gym.tools.code_words import code_to_words_exact, file_lines
 from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.recipes import rl_base
@@ -88,6 +96,43 @@ def reserved_base(cfg, tokenizer, pool: list):
         return rl_base.make_rl_base(tokenizer, cfg.policy, cache=False, env_cfg=cfg.env)
     finally:
         rl_base.training_pool = drawn_from
+
+
+def widened_line_edit(before: str, after: str, share: float, rng: random.Random) -> tuple[str, str]:
+    """scripted_tools.line_edit's (old_string, new_string), with probability `share` grown by one unchanged
+    neighbouring line, above or below (drawn), where there is one. Lines outside line_edit's span are the
+    same in `before` and `after`, so the grown pair is the same change; it still occurs once in `before`
+    (it holds a string that does)."""
+    old, new = scripted_tools.line_edit(before, after)
+    if rng.random() >= share:
+        return old, new
+    lines, k = file_lines(before), len(old.split("\n"))
+    start = next((i for i in range(len(lines) - k + 1) if "\n".join(lines[i:i + k]) == old), None)
+    if start is None:
+        return old, new
+    sides = [side for side, there in (("above", start > 0), ("below", start + k < len(lines))) if there]
+    if not sides:
+        return old, new
+    if rng.choice(sides) == "above":
+        return f"{lines[start - 1]}\n{old}", f"{lines[start - 1]}\n{new}"
+    return f"{old}\n{lines[start + k]}", f"{new}\n{lines[start + k]}"
+
+
+def widened_base(cfg, tokenizer, share: float):
+    """The RL base of cfg's recipe (not cached) whose scripted demonstrations write widened Edits
+    (widened_line_edit; drawn by their own generator, seeded by the recipe's seed)."""
+    rng = random.Random(cfg.policy.tools_base.seed)
+
+    def edit_words(file: str, before: str, after: str) -> list[str]:
+        old, new = widened_line_edit(before, after, share, rng)
+        return ["Edit", file, "old", *code_to_words_exact(old), "new", *code_to_words_exact(new)]
+
+    plain = scripted_tools.edit_words
+    scripted_tools.edit_words = edit_words
+    try:
+        return rl_base.make_rl_base(tokenizer, cfg.policy, cache=False, env_cfg=cfg.env)
+    finally:
+        scripted_tools.edit_words = plain
 
 
 def run_arm(cfg, base, tokenizer, make_env, tasks, label: str) -> dict:
@@ -141,6 +186,8 @@ def main() -> None:
                         help="the reserved pool also holds the training pool's generated tasks")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="config overrides on top of the preset (e.g. env.generated_reshape=0.5)")
+    parser.add_argument("--widen-edits", type=float, default=0.0, metavar="P",
+                        help="build the base afresh with a share P of its demonstrations' Edits one line wider")
     parser.add_argument("--out", type=Path, help="write the readings as JSON here")
     args = parser.parse_args()
     cfg = composed(args.exp, args.seed, args.threads, args.set)
@@ -161,12 +208,18 @@ def main() -> None:
             pools["reserved"] = reserved_pool(cfg.env.generated_tasks, seed, sandbox, args.reserved_templates)
             if args.with_training:  # the training pool's generated tasks too: training shapes widened by some reserved ones
                 pools["reserved"] += generator.training_pool(cfg.env, sandbox)[len(make_tasks("train")):]
-        if args.base == "reserved":
+        if args.widen_edits and args.base == "reserved":
+            raise SystemExit("--widen-edits builds the base from the training pool: not with --base reserved")
+        if args.widen_edits:
+            base = widened_base(cfg, tokenizer, args.widen_edits)
+        elif args.base == "reserved":
             base = reserved_base(cfg, tokenizer, pools["reserved"])
             pools = {label: pool for label, pool in pools.items() if label in args.arms}
         else:
             base = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
-        print(f"+exp={args.exp} {' '.join(args.set)} seed {cfg.seed}, {cfg.steps} steps, base from the {args.base} pool; pools: "
+        widened = f" (Edits widened: {args.widen_edits})" if args.widen_edits else ""
+        print(f"+exp={args.exp} {' '.join(args.set)} seed {cfg.seed}, {cfg.steps} steps, base from the {args.base} pool"
+              f"{widened}; pools: "
               + ", ".join(f"{label} {len(pool)} tasks" for label, pool in pools.items()), flush=True)
         arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label) for label, pool in pools.items()}
     finally:
@@ -188,7 +241,7 @@ def main() -> None:
     if args.out:
         args.out.write_text(json.dumps({"exp": args.exp, "overrides": args.set, "reserved_templates": args.reserved_templates,
                                         "with_training": args.with_training, "seed": cfg.seed, "steps": cfg.steps,
-                                        "base": args.base, "arms": arms,
+                                        "base": args.base, "widen_edits": args.widen_edits, "arms": arms,
                                         "reserved_minus_training": diff}, indent=1, default=str))
 
 
