@@ -1,0 +1,51 @@
+"""Two arms of `scripts/shapes_ceiling.py` runs, seed-aware: the numbers its reading rules judge.
+
+    .venv/bin/python scripts/ceiling_compare.py --a widen0.json widen1.json widen2.json \
+        --b control0.json control1.json control2.json [--arm training]
+
+Each file is one seed's `shapes_ceiling.py --out` (the same arm in every file). For the shapes split
+at the last step and the held-out split: each seed's pass@1, the arm's mean, and a - b with the
+seed-aware interval over the tasks (evaluate/intervals.arm_difference: seeds need not be paired).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
+import torch
+
+from bugfix_rl.evaluate.intervals import arm_difference
+
+
+def per_task_rates(files: list[Path], arm: str, split: str) -> tuple[torch.Tensor, list[int]]:
+    """[seeds, tasks] pass rates of `arm` on `split` ("shapes" at the last step, or "heldout"), and the seeds."""
+    rows, seeds = [], []
+    for path in files:
+        run = json.loads(path.read_text())
+        result = run["arms"][arm]["heldout"] if split == "heldout" else run["arms"][arm]["shapes"][str(run["steps"])]
+        rows.append([count / result["n"] for count in result["per_task"]])
+        seeds.append(run["seed"])
+    return torch.tensor(rows, dtype=torch.float64), seeds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--a", nargs="+", type=Path, required=True, help="arm a: one JSON per seed")
+    parser.add_argument("--b", nargs="+", type=Path, required=True, help="arm b: one JSON per seed")
+    parser.add_argument("--arm", default="training", help="the arm of shapes_ceiling.py read in each file")
+    args = parser.parse_args()
+    for split in ("shapes", "heldout"):
+        (a, seeds_a), (b, seeds_b) = per_task_rates(args.a, args.arm, split), per_task_rates(args.b, args.arm, split)
+        for label, rates, seeds in (("a", a, seeds_a), ("b", b, seeds_b)):
+            per_seed = ", ".join(f"seed {s} {r:.3f}" for s, r in zip(seeds, rates.mean(-1).tolist()))
+            print(f"{split}: {label}: {per_seed}; mean {rates.mean():.3f} ({rates.shape[1]} tasks)")
+        diff = arm_difference(a, b)
+        print(f"{split}: a - b {float(diff.diff):+.3f} [{float(diff.lo):+.3f}, {float(diff.hi):+.3f}] "
+              f"(seed-aware: {a.shape[0]} + {b.shape[0]} seeds, {a.shape[1]} tasks)")
+
+
+if __name__ == "__main__":
+    main()
