@@ -34,7 +34,9 @@ the training shapes widened by some reserved ones, and the shapes tasks of the o
 probability P an Edit's old_string and new_string take one more unchanged neighbouring line (above or
 below, drawn at random), so old_string no longer has one length per training template. The same change,
 the same fixed file; only the span copied differs. It asks whether the base's habit of ending
-old_string at a training template's length is what keeps it from new shapes.
+old_string at a training template's length is what keeps it from new shapes. `--widen-lines K` (default
+1) widens a chosen Edit by 1 to K lines (drawn evenly), one line at a time. A widened base is cached
+beside the RL bases, keyed by the preset base's key, P and K, so the seeds of one arm build it once.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from pathlib import Path
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch
 
+from bugfix_rl.checkpoint import model_tensors, save_checkpoint
 from bugfix_rl.cli import CONF_DIR
 from bugfix_rl.config import register_configs, to_object
 from bugfix_rl.evaluate.stats import paired_summary
@@ -59,6 +62,7 @@ from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.gym.tools.code_words import code_to_words_exact, file_lines
 from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.policy.build import build_tokenizer_for
+from bugfix_rl.policy.tiny import architecture, new_tiny_agent
 from bugfix_rl.recipes import rl_base
 from bugfix_rl.recipes.starting_policy import build_starting_policy
 from bugfix_rl.run.evaluations import evaluate_split
@@ -98,15 +102,25 @@ def reserved_base(cfg, tokenizer, pool: list):
         rl_base.training_pool = drawn_from
 
 
-def widened_line_edit(before: str, after: str, share: float, rng: random.Random) -> tuple[str, str]:
-    """scripted_tools.line_edit's (old_string, new_string), with probability `share` grown by one unchanged
-    neighbouring line, above or below (drawn), where there is one. Lines outside line_edit's span are the
-    same in `before` and `after`, so the grown pair is the same change; it still occurs once in `before`
-    (it holds a string that does)."""
+def widened_line_edit(before: str, after: str, share: float, rng: random.Random,
+                      most_lines: int = 1) -> tuple[str, str]:
+    """scripted_tools.line_edit's (old_string, new_string), with probability `share` grown by 1 to
+    `most_lines` unchanged neighbouring lines (how many drawn evenly, only when most_lines > 1), one at a
+    time, each above or below (drawn) where there is one. Lines outside line_edit's span are the same in
+    `before` and `after`, so the grown pair is the same change; it still occurs once in `before` (it
+    holds a string that does)."""
     old, new = scripted_tools.line_edit(before, after)
     if rng.random() >= share:
         return old, new
-    lines, k = file_lines(before), len(old.split("\n"))
+    extra = rng.randint(1, most_lines) if most_lines > 1 else 1
+    for _ in range(extra):
+        old, new = _one_line_wider(file_lines(before), old, new, rng)
+    return old, new
+
+
+def _one_line_wider(lines: list[str], old: str, new: str, rng: random.Random) -> tuple[str, str]:
+    """(old, new) with the unchanged line above or below old's span in `lines` (drawn), if there is one."""
+    k = len(old.split("\n"))
     start = next((i for i in range(len(lines) - k + 1) if "\n".join(lines[i:i + k]) == old), None)
     if start is None:
         return old, new
@@ -118,21 +132,31 @@ def widened_line_edit(before: str, after: str, share: float, rng: random.Random)
     return f"{old}\n{lines[start + k]}", f"{new}\n{lines[start + k]}"
 
 
-def widened_base(cfg, tokenizer, share: float):
-    """The RL base of cfg's recipe (not cached) whose scripted demonstrations write widened Edits
-    (widened_line_edit; drawn by their own generator, seeded by the recipe's seed)."""
+def widened_base(cfg, tokenizer, share: float, most_lines: int = 1):
+    """The RL base of cfg's recipe whose scripted demonstrations write widened Edits (widened_line_edit;
+    drawn by their own generator, seeded by the recipe's seed), cached beside the preset's base under
+    its key, share and most_lines."""
+    preset = rl_base.base_path(tokenizer, cfg.policy, cfg.env)
+    path = preset.with_name(f"widened-{share}-{most_lines}-{preset.name}")
+    model = new_tiny_agent(tokenizer, architecture(cfg.policy))
+    if rl_base._load_cached(path, model):  # noqa: SLF001  the RL bases' own loader
+        print(f"widened base loaded from {path}", flush=True)
+        return model
     rng = random.Random(cfg.policy.tools_base.seed)
 
     def edit_words(file: str, before: str, after: str) -> list[str]:
-        old, new = widened_line_edit(before, after, share, rng)
+        old, new = widened_line_edit(before, after, share, rng, most_lines)
         return ["Edit", file, "old", *code_to_words_exact(old), "new", *code_to_words_exact(new)]
 
     plain = scripted_tools.edit_words
     scripted_tools.edit_words = edit_words
     try:
-        return rl_base.make_rl_base(tokenizer, cfg.policy, cache=False, env_cfg=cfg.env)
+        model = rl_base.make_rl_base(tokenizer, cfg.policy, cache=False, env_cfg=cfg.env)
     finally:
         scripted_tools.edit_words = plain
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_checkpoint(path, model_tensors(model), {"kind": "widened_rl_base", "share": share, "most_lines": most_lines})
+    return model
 
 
 def run_arm(cfg, base, tokenizer, make_env, tasks, label: str) -> dict:
@@ -188,6 +212,8 @@ def main() -> None:
                         help="config overrides on top of the preset (e.g. env.generated_reshape=0.5)")
     parser.add_argument("--widen-edits", type=float, default=0.0, metavar="P",
                         help="build the base afresh with a share P of its demonstrations' Edits one line wider")
+    parser.add_argument("--widen-lines", type=int, default=1, metavar="K",
+                        help="with --widen-edits: a widened Edit takes 1 to K more lines (drawn evenly)")
     parser.add_argument("--out", type=Path, help="write the readings as JSON here")
     args = parser.parse_args()
     cfg = composed(args.exp, args.seed, args.threads, args.set)
@@ -211,13 +237,13 @@ def main() -> None:
         if args.widen_edits and args.base == "reserved":
             raise SystemExit("--widen-edits builds the base from the training pool: not with --base reserved")
         if args.widen_edits:
-            base = widened_base(cfg, tokenizer, args.widen_edits)
+            base = widened_base(cfg, tokenizer, args.widen_edits, args.widen_lines)
         elif args.base == "reserved":
             base = reserved_base(cfg, tokenizer, pools["reserved"])
             pools = {label: pool for label, pool in pools.items() if label in args.arms}
         else:
             base = build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env)
-        widened = f" (Edits widened: {args.widen_edits})" if args.widen_edits else ""
+        widened = f" (Edits widened: {args.widen_edits}, 1-{args.widen_lines} lines)" if args.widen_edits else ""
         print(f"+exp={args.exp} {' '.join(args.set)} seed {cfg.seed}, {cfg.steps} steps, base from the {args.base} pool"
               f"{widened}; pools: "
               + ", ".join(f"{label} {len(pool)} tasks" for label, pool in pools.items()), flush=True)
@@ -241,7 +267,7 @@ def main() -> None:
     if args.out:
         args.out.write_text(json.dumps({"exp": args.exp, "overrides": args.set, "reserved_templates": args.reserved_templates,
                                         "with_training": args.with_training, "seed": cfg.seed, "steps": cfg.steps,
-                                        "base": args.base, "widen_edits": args.widen_edits, "arms": arms,
+                                        "base": args.base, "widen_edits": args.widen_edits, "widen_lines": args.widen_lines, "arms": arms,
                                         "reserved_minus_training": diff}, indent=1, default=str))
 
 

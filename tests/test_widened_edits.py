@@ -35,3 +35,18 @@ def test_a_widened_edit_occurs_once_makes_the_same_fix_and_is_one_line_longer():
             checked += 1
         assert widened_line_edit(task.source, fixed, 0.0, rng) == (old, new)
     assert checked >= 200
+
+
+def test_an_edit_widened_by_up_to_three_lines_is_the_same_fix_and_draws_every_width():
+    widened_line_edit, rng = _script().widened_line_edit, random.Random(1)
+    widths = set()
+    for task in make_tasks("train"):
+        fixed = getattr(ops, infer_op(code_to_words_exact(task.source)))(task.source)
+        if fixed is None:
+            continue
+        old, _ = line_edit(task.source, fixed)
+        for _ in range(6):
+            wide_old, wide_new = widened_line_edit(task.source, fixed, 1.0, rng, most_lines=3)
+            assert task.source.count(wide_old) == 1 and task.source.replace(wide_old, wide_new) == fixed
+            widths.add(wide_old.count("\n") - old.count("\n"))
+    assert widths == {1, 2, 3}  # a short file can stop it early, never make it longer
