@@ -30,7 +30,7 @@ step-0 shapes number is the most the base recipe's imitation gets on those shape
 the training shapes widened by some reserved ones, and the shapes tasks of the other reserved templates
 (printed per template at the end) say whether the wider pool carries over to shapes it did not hold.
 
-`--widen-edits P` builds the RL base afresh (not cached) with its demonstrations' Edits widened: with
+`--widen-edits P` builds the RL base by the preset's recipe with its demonstrations' Edits widened: with
 probability P an Edit's old_string and new_string take one more unchanged neighbouring line (above or
 below, drawn at random), so old_string no longer has one length per training template. The same change,
 the same fixed file; only the span copied differs. It asks whether the base's habit of ending
@@ -211,7 +211,7 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="config overrides on top of the preset (e.g. env.generated_reshape=0.5)")
     parser.add_argument("--widen-edits", type=float, default=0.0, metavar="P",
-                        help="build the base afresh with a share P of its demonstrations' Edits one line wider")
+                        help="a base whose demonstrations widen a share P of their Edits by unchanged lines")
     parser.add_argument("--widen-lines", type=int, default=1, metavar="K",
                         help="with --widen-edits: a widened Edit takes 1 to K more lines (drawn evenly)")
     parser.add_argument("--out", type=Path, help="write the readings as JSON here")
