@@ -135,7 +135,9 @@ def _one_line_wider(lines: list[str], old: str, new: str, rng: random.Random) ->
 def widened_base(cfg, tokenizer, share: float, most_lines: int = 1):
     """The RL base of cfg's recipe whose scripted demonstrations write widened Edits (widened_line_edit;
     drawn by their own generator, seeded by the recipe's seed), cached beside the preset's base under
-    its key, share and most_lines."""
+    its key, share and most_lines. The swap covers every scripted Edit made during the build, the
+    generator's oracle checks of the training pool included (the same fix either way, so the same
+    tasks; they only take draws from that generator)."""
     preset = rl_base.base_path(tokenizer, cfg.policy, cfg.env)
     path = preset.with_name(f"widened-{share}-{most_lines}-{preset.name}")
     model = new_tiny_agent(tokenizer, architecture(cfg.policy))
