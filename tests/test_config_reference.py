@@ -4,21 +4,11 @@ the doc is regenerated."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "config_reference.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("config_reference", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from repo_scripts import load_script
 
 
 def test_the_config_reference_is_current():
-    assert load_script().main(["--check"]) == 0
+    assert load_script("config_reference").main(["--check"]) == 0
 
 
 def test_every_train_key_is_in_the_reference():
@@ -26,7 +16,7 @@ def test_every_train_key_is_in_the_reference():
 
     from bugfix_rl.config import TrainConfig
 
-    text = load_script().reference()
+    text = load_script("config_reference").reference()
 
     def leaves(schema, prefix=""):
         for field in dataclasses.fields(schema):

@@ -426,16 +426,11 @@ def test_the_aligned_feature_copies_the_token_in_line_and_cached_steps_equal_the
 def test_the_oracle_probe_scores_each_policy_token_of_the_oracles_episode():
     """scripts/probe_oracle.py: the oracle's episode on a held-out task, each policy token's probability
     under a policy; they multiply to the total it reports, and the episode holds the fixing Edit."""
-    import importlib.util
-    from pathlib import Path
-
     from bugfix_rl.gym.envs import make_env_factory, oracle_for
     from bugfix_rl.policy.build import build_tokenizer_for
+    from repo_scripts import load_script
 
-    path = Path(__file__).parents[1] / "scripts" / "probe_oracle.py"
-    spec = importlib.util.spec_from_file_location("probe_oracle", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("probe_oracle")
     cfg = TrainConfig()
     cfg.env.name = "tools"
     cfg.policy.copy_head = cfg.policy.shared_identifier_embedding = True

@@ -8,19 +8,14 @@ any server's tree seen during the storm, no sandbox dir in the host's temp dir, 
 mount namespace, no new fd in this process. Nothing here is timed.
 """
 
-import importlib.util
 import time
-from pathlib import Path
 
+from repo_scripts import load_script
 from sandboxes import live_processes_of, start_sandbox
 
 
 def bench_sandbox():
-    path = Path(__file__).parents[1] / "scripts" / "bench_sandbox.py"
-    spec = importlib.util.spec_from_file_location("bench_sandbox_script", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_sandbox", "bench_sandbox_script")
 
 
 def test_a_kill_storm_on_servers_zygotes_and_jobs_leaks_nothing():

@@ -3,7 +3,6 @@ config that starts TinyAgent from rl_base, none stale, and a run loads its own i
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from bugfix_rl.config import TrainConfig
 from bugfix_rl.kernels import pinnable, requested_mode
 from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.recipes.rl_base import SHIPPED_DIR, base_path, make_rl_base, shipped_base
+from repo_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 portable = pytest.mark.skipif(requested_mode() != "portable" or not pinnable(),
@@ -21,10 +21,7 @@ portable = pytest.mark.skipif(requested_mode() != "portable" or not pinnable(),
 
 
 def _ship_bases():
-    spec = importlib.util.spec_from_file_location("ship_bases", REPO / "scripts" / "ship_bases.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("ship_bases")
 
 
 @portable

@@ -1,27 +1,17 @@
 """scripts/shapes_ceiling.py --widen-edits: a widened Edit is the same change as the scripted one."""
 
-import importlib.util
 import random
-from pathlib import Path
 
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.agents.scripted import infer_op
 from bugfix_rl.gym.agents.scripted_tools import line_edit
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.gym.tools.code_words import code_to_words_exact
-
-SCRIPT = Path(__file__).parents[1] / "scripts" / "shapes_ceiling.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("shapes_ceiling", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from repo_scripts import load_script
 
 
 def test_a_widened_edit_occurs_once_makes_the_same_fix_and_is_one_line_longer():
-    widened_line_edit, rng = _script().widened_line_edit, random.Random(0)
+    widened_line_edit, rng = load_script("shapes_ceiling").widened_line_edit, random.Random(0)
     checked = 0
     for task in make_tasks("train") + make_tasks("shapes"):
         fixed = getattr(ops, infer_op(code_to_words_exact(task.source)))(task.source)
@@ -38,7 +28,7 @@ def test_a_widened_edit_occurs_once_makes_the_same_fix_and_is_one_line_longer():
 
 
 def test_an_edit_widened_by_up_to_three_lines_is_the_same_fix_and_draws_every_width():
-    widened_line_edit, rng = _script().widened_line_edit, random.Random(1)
+    widened_line_edit, rng = load_script("shapes_ceiling").widened_line_edit, random.Random(1)
     widths = set()
     for task in make_tasks("train"):
         fixed = getattr(ops, infer_op(code_to_words_exact(task.source)))(task.source)
