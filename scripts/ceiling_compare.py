@@ -24,8 +24,11 @@ def per_task_rates(files: list[Path], arm: str, split: str) -> tuple[torch.Tenso
     """[seeds, tasks] pass rates of `arm` on `split` ("shapes" at the last step, or "heldout"), and the seeds."""
     rows, seeds = [], []
     for path in files:
-        run = json.loads(path.read_text())
-        result = run["arms"][arm]["heldout"] if split == "heldout" else run["arms"][arm]["shapes"][str(run["steps"])]
+        try:
+            run = json.loads(path.read_text())
+            result = run["arms"][arm]["heldout"] if split == "heldout" else run["arms"][arm]["shapes"][str(run["steps"])]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise SystemExit(f"error: {path} is not a shapes_ceiling.py --out file with arm {arm!r}: {error!r}")
         rows.append([count / result["n"] for count in result["per_task"]])
         seeds.append(run["seed"])
     return torch.tensor(rows, dtype=torch.float64), seeds
@@ -42,6 +45,8 @@ def main() -> None:
         for label, rates, seeds in (("a", a, seeds_a), ("b", b, seeds_b)):
             per_seed = ", ".join(f"seed {s} {r:.3f}" for s, r in zip(seeds, rates.mean(-1).tolist()))
             print(f"{split}: {label}: {per_seed}; mean {rates.mean():.3f} ({rates.shape[1]} tasks)")
+        if a.shape[-1] != b.shape[-1] or min(len(seeds_a), len(seeds_b)) < 2:
+            raise SystemExit("error: each arm needs at least 2 seeds' files, read on the same tasks")
         diff = arm_difference(a, b)
         print(f"{split}: a - b {float(diff.diff):+.3f} [{float(diff.lo):+.3f}, {float(diff.hi):+.3f}] "
               f"(seed-aware: {a.shape[0]} + {b.shape[0]} seeds, {a.shape[1]} tasks)")

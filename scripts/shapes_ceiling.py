@@ -57,9 +57,10 @@ from bugfix_rl.config import register_configs, to_object
 from bugfix_rl.evaluate.stats import paired_summary
 from bugfix_rl.gym import generator
 from bugfix_rl.gym.agents import scripted_tools
+from bugfix_rl.gym.agents.scripted_tools import line_edit
 from bugfix_rl.gym.envs import env_sandbox, make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
-from bugfix_rl.gym.tools.code_words import code_to_words_exact, file_lines
+from bugfix_rl.gym.tools.code_words import file_lines
 from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.policy.tiny import architecture, new_tiny_agent
@@ -104,17 +105,17 @@ def reserved_base(cfg, tokenizer, pool: list):
 
 def widened_line_edit(before: str, after: str, share: float, rng: random.Random,
                       most_lines: int = 1) -> tuple[str, str]:
-    """scripted_tools.line_edit's (old_string, new_string), with probability `share` grown by 1 to
+    """line_edit's (old_string, new_string), with probability `share` grown by 1 to
     `most_lines` unchanged neighbouring lines (how many drawn evenly, only when most_lines > 1), one at a
     time, each above or below (drawn) where there is one. Lines outside line_edit's span are the same in
     `before` and `after`, so the grown pair is the same change; it still occurs once in `before` (it
     holds a string that does)."""
-    old, new = scripted_tools.line_edit(before, after)
+    old, new = line_edit(before, after)
     if rng.random() >= share:
         return old, new
-    extra = rng.randint(1, most_lines) if most_lines > 1 else 1
+    lines, extra = file_lines(before), rng.randint(1, most_lines) if most_lines > 1 else 1
     for _ in range(extra):
-        old, new = _one_line_wider(file_lines(before), old, new, rng)
+        old, new = _one_line_wider(lines, old, new, rng)
     return old, new
 
 
@@ -145,17 +146,12 @@ def widened_base(cfg, tokenizer, share: float, most_lines: int = 1):
         print(f"widened base loaded from {path}", flush=True)
         return model
     rng = random.Random(cfg.policy.tools_base.seed)
-
-    def edit_words(file: str, before: str, after: str) -> list[str]:
-        old, new = widened_line_edit(before, after, share, rng, most_lines)
-        return ["Edit", file, "old", *code_to_words_exact(old), "new", *code_to_words_exact(new)]
-
-    plain = scripted_tools.edit_words
-    scripted_tools.edit_words = edit_words
+    # scripted_tools.edit_words spans its Edit by the module's line_edit: for this build, the widened one
+    scripted_tools.line_edit = lambda before, after: widened_line_edit(before, after, share, rng, most_lines)
     try:
         model = rl_base.make_rl_base(tokenizer, cfg.policy, cache=False, env_cfg=cfg.env)
     finally:
-        scripted_tools.edit_words = plain
+        scripted_tools.line_edit = line_edit
     path.parent.mkdir(parents=True, exist_ok=True)
     save_checkpoint(path, model_tensors(model), {"kind": "widened_rl_base", "share": share, "most_lines": most_lines})
     return model
@@ -218,6 +214,10 @@ def main() -> None:
                         help="with --widen-edits: a widened Edit takes 1 to K more lines (drawn evenly)")
     parser.add_argument("--out", type=Path, help="write the readings as JSON here")
     args = parser.parse_args()
+    if args.widen_edits and args.base == "reserved":
+        parser.error("--widen-edits builds the base from the training pool: not with --base reserved")
+    if not 0 <= args.widen_edits <= 1 or args.widen_lines < 1:
+        parser.error("--widen-edits takes a share in [0, 1] and --widen-lines a count of at least 1")
     cfg = composed(args.exp, args.seed, args.threads, args.set)
     if args.steps:
         cfg.steps = args.steps
@@ -236,8 +236,6 @@ def main() -> None:
             pools["reserved"] = reserved_pool(cfg.env.generated_tasks, seed, sandbox, args.reserved_templates)
             if args.with_training:  # the training pool's generated tasks too: training shapes widened by some reserved ones
                 pools["reserved"] += generator.training_pool(cfg.env, sandbox)[len(make_tasks("train")):]
-        if args.widen_edits and args.base == "reserved":
-            raise SystemExit("--widen-edits builds the base from the training pool: not with --base reserved")
         if args.widen_edits:
             base = widened_base(cfg, tokenizer, args.widen_edits, args.widen_lines)
         elif args.base == "reserved":
