@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/shapes_nearness.py [--reshape 0.5] [--generated 200] [--seed 0]
 
-For each `shapes` task: how many of its body's lines (evaluate/shapes.body_line_shapes: names, numbers,
+For each `shapes` task: how many of its body's lines (gym/body_lines.body_line_shapes: names, numbers,
 min/max and order comparisons blanked, indentation kept, docstring left out) are missing from the
 nearest body of the training pool (the book's 20 and the generated tasks of env.generated_tasks,
 env.generated_seed and env.generated_reshape), counted as multisets. 0 would mean some training body
@@ -17,7 +17,7 @@ import collections
 
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 
-from bugfix_rl.evaluate.shapes import body_line_shapes
+from bugfix_rl.gym.body_lines import body_line_shapes
 from bugfix_rl.gym.generator import generated_tasks
 from bugfix_rl.gym.tasks import make_tasks
 

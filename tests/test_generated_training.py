@@ -79,7 +79,7 @@ def test_option_on_draws_generated_tasks_from_the_run_sandbox(tokenizer, monkeyp
     seen = []
     real = generator.generated_tasks
     monkeypatch.setattr(generator, "generated_tasks",
-                        lambda n, seed, sandbox, reshape: seen.append(sandbox) or real(n, seed, sandbox, reshape))
+                        lambda n, seed, sandbox, *shares: seen.append(sandbox) or real(n, seed, sandbox, *shares))
     cfg = _augmenting(**{"env.name": "tools", "env.generated_tasks": 10, "env.shape_variants": 1.0})
     trainer = _trainer(cfg, tokenizer)
     try:
@@ -111,7 +111,7 @@ def test_pool_is_deterministic_and_from_training_templates():
 
 
 def test_pool_refuses_a_shapes_split_template(monkeypatch):
-    monkeypatch.setattr(generator, "generated_tasks", lambda n, seed, sandbox, reshape: make_tasks("shapes")[:n])
+    monkeypatch.setattr(generator, "generated_tasks", lambda n, seed, sandbox, *shares: make_tasks("shapes")[:n])
     cfg = TrainConfig().env
     cfg.generated_tasks = 2
     with pytest.raises(AssertionError, match="shapes split"):
@@ -154,6 +154,9 @@ def test_base_cache_key_changes_only_when_on(tokenizer, monkeypatch, env):
     cfg.env.generated_reshape = 0.5  # a reshaped pool: other demonstrations, another base
     assert key() not in {before, on_seed_7, on_seed_0}
     cfg.env.generated_reshape = 0.0
+    cfg.env.generated_grammar = 1.0  # grammar body forms: other demonstrations, another base
+    assert key() not in {before, on_seed_7, on_seed_0}
+    cfg.env.generated_grammar = 0.0
     assert key() == on_seed_0
 
 

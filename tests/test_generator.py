@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bugfix_rl.evaluate.shapes import body_line_shapes
+from bugfix_rl.gym.body_lines import body_line_shapes
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.agents.scripted import OraclePolicy
 from bugfix_rl.gym.agents.scripted_tools import ToolsOraclePolicy
@@ -64,7 +64,7 @@ def assert_sound(tasks, sandbox):
 
 
 def body_shape(task) -> str:
-    """The body without its docstring, blanked line by line (evaluate/shapes.body_line_shapes)."""
+    """The body without its docstring, blanked line by line (gym/body_lines.body_line_shapes)."""
     return "\n".join(body_line_shapes(task))
 
 
@@ -165,3 +165,47 @@ def test_a_template_that_never_gives_a_sound_task_stops_generation(sandbox, monk
     monkeypatch.setattr(generator, "MAX_DRAWS", 5)
     with pytest.raises(RuntimeError, match="in 5 draws; last problem: always broken"):
         generator.generated_tasks(2, seed=0, sandbox=sandbox)
+
+
+# ---------------------------------------------------------------- grammar draws (gym/grammar.py)
+
+N_GRAMMAR = 300
+
+
+@pytest.fixture(scope="module")
+def grammar_drawn(sandbox):
+    return generated_tasks(N_GRAMMAR, seed=0, sandbox=sandbox, grammar=1.0)
+
+
+def test_grammar_draws_are_sound_and_nearly_every_one_a_new_body_form(grammar_drawn, sandbox):
+    assert len({t.source for t in grammar_drawn}) == N_GRAMMAR
+    assert_sound(grammar_drawn, sandbox)
+    for index, task in enumerate(grammar_drawn):
+        assert task.family == FAMILIES[index % len(FAMILIES)] and template_id(task) == f"{task.family}/grammar"
+    forms = {body_shape(t) for t in grammar_drawn}
+    listed = {body_shape(t) for t in generated_tasks(200, seed=0, sandbox=sandbox)}
+    assert len(forms) >= 0.8 * N_GRAMMAR  # the 40 listed training templates give 200 draws about 40 forms
+    assert len(listed) <= 60
+
+
+def test_no_grammar_draw_holds_a_shapes_body_buggy_or_fixed(grammar_drawn):
+    from collections import Counter
+
+    def bodies(task):
+        fixed = ops.apply_op(task, task.source, task.fix_op)
+        return Counter(body_line_shapes(task)), Counter(body_line_shapes(task, fixed))
+
+    shapes = [bodies(t) for t in make_tasks("shapes")]
+    for task in grammar_drawn:
+        buggy, fixed = bodies(task)
+        for shapes_buggy, shapes_fixed in shapes:
+            assert shapes_buggy - buggy and shapes_fixed - fixed, task.name
+
+
+def test_grammar_generation_is_deterministic_and_off_by_default(sandbox):
+    first = [_record(t) for t in generated_tasks(20, seed=3, sandbox=sandbox, grammar=0.5)]
+    assert [_record(t) for t in generated_tasks(20, seed=3, sandbox=sandbox, grammar=0.5)] == first
+    assert {template_id(t) for t in generated_tasks(20, seed=3, sandbox=sandbox, grammar=0.0)} <= {
+        t.id for t in TRAINING_TEMPLATES}
+    mixed = {name.rsplit("-", 1)[0].endswith("/grammar") for name, *_ in first}
+    assert mixed == {True, False}

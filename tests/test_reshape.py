@@ -86,11 +86,12 @@ def test_reshaped_draws_are_sound_deterministic_and_never_a_reserved_form(sandbo
     assert [t.source for t in generated_tasks(200, seed=5, sandbox=sandbox, reshape=0.0)] == [t.source for t in plain]
 
 
+@pytest.mark.parametrize("key", ["generated_reshape", "generated_grammar"])
 @pytest.mark.parametrize("share", [-0.1, 1.5])
-def test_the_config_refuses_a_share_outside_0_1(share):
+def test_the_config_refuses_a_share_outside_0_1(share, key):
     from bugfix_rl.config import ConfigError, TrainConfig, validate
 
     cfg = TrainConfig()
-    cfg.env.generated_reshape = share
-    with pytest.raises(ConfigError, match="env.generated_reshape"):
+    setattr(cfg.env, key, share)
+    with pytest.raises(ConfigError, match=f"env.{key}"):
         validate(cfg)

@@ -31,6 +31,7 @@ class EnvConfig:
     generated_tasks: int = 0  # RL tasks: >0 adds this many generated ones (gym/generator.py) to the 20, drawn alike (RL base too)
     generated_seed: int = 0  # the generator's seed for env.generated_tasks (one pool for every run seed)
     generated_reshape: float = 0.0  # share of generated tasks whose body gets helper locals (gym/reshape.py)
+    generated_grammar: float = 0.0  # share of generated tasks drawn from a fresh body form (gym/grammar.py)
     reward: str = "hidden"  # hidden: all hidden tests pass; public: all public pass (hackable); partial; mixed
     partial_alpha: float = 0.1  # reward=mixed: 1[all hidden pass] + partial_alpha * fraction passed
     flaky_rate: float = 0.0  # each test outcome behind the reward flips with this probability

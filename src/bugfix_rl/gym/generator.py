@@ -2,15 +2,18 @@
 
 API:
 
-    generated_tasks(n, seed=0, sandbox=None, reshape=0.0) -> list[Task]
+    generated_tasks(n, seed=0, sandbox=None, reshape=0.0, grammar=0.0) -> list[Task]
         Training draws: n tasks from TRAINING templates only, families in turn (minmax, range, compare,
         zero, init, minmax, ...). Same seed -> identical tasks, byte for byte; split 'train'. With
         reshape > 0, that share of the draws has its body rewritten with helper locals (gym/reshape.py),
-        and a draw whose body form is a reserved template's is dropped.
+        and a draw whose body form is a reserved template's is dropped. With grammar > 0, that share of
+        the draws takes a body form composed afresh (gym/grammar.py: template id 'family/grammar'), and
+        such a draw is dropped when its body, buggy or fixed, holds every line of a `shapes` task's
+        body (gym/body_lines.py's blanking, as multisets).
     training_pool(env_cfg, sandbox=None) -> list[Task]
         What RL groups and the RL base's demonstrations draw from: the book's 20 training tasks, then
-        env.generated_tasks generated ones (seed env.generated_seed, reshaped share env.generated_reshape)
-        when that is > 0.
+        env.generated_tasks generated ones (seed env.generated_seed, reshaped share env.generated_reshape,
+        grammar share env.generated_grammar) when that is > 0.
     make_tasks("shapes")  (gym/tasks.py)
         The `shapes` split: 50 tasks (10 per family) from RESERVED templates, which training draws
         never use; stored in gym/shapes_split.py (what `shapes_tasks()` gives, written by
@@ -49,9 +52,13 @@ import random
 import re
 import sys
 import time
+from collections import Counter
+from functools import cache
 
 from bugfix_rl.gym import ops
+from bugfix_rl.gym.body_lines import body_line_shapes
 from bugfix_rl.gym.edit_menu import RENAME_POOL
+from bugfix_rl.gym.grammar import grammar_template
 from bugfix_rl.gym.reshape import body_form, reshape
 from bugfix_rl.gym.shape_variants import _blanked, unseen_heldout_line_shapes
 from bugfix_rl.gym.task_checks import task_problems
@@ -69,7 +76,7 @@ CONSTANTS = tuple(c for c in (2, 3, 4, 5, 6, 7, 8, 9) if str(c) not in _HELDOUT_
 _HELDOUT_NAMES = {name for t in make_tasks("heldout") for name in operand_names(t)}
 NAMES = tuple(name for name in OPERAND_POOL if name not in _HELDOUT_NAMES)
 DOCSTRINGS = ("Return the answer.", "Compute the answer from the inputs.", "Work out the value asked for.")
-_PLACEHOLDERS = ("A", "B", "C", "P", "Q", "I")
+_PLACEHOLDERS = ("A", "B", "C", "P", "Q", "I", "R")
 _BOOK_SOURCES = {task.source for task in ALL_TASKS}
 
 KINDS = {  # argument kinds: a draw, and edge values the tests should see
@@ -273,6 +280,23 @@ def _choose_tests(rng: random.Random, family: str, fn_name: str, correct: str, b
 
 # ---------------------------------------------------------------- drawing and checking
 
+@cache
+def _shapes_bodies() -> tuple[tuple[Counter, Counter], ...]:
+    """Each distinct `shapes` task body's blanked lines, buggy and fixed, as multisets."""
+    bodies = {}
+    for task in make_tasks("shapes"):
+        pair = tuple(Counter(body_line_shapes(task, source))
+                     for source in (task.source, ops.apply_op(task, task.source, task.fix_op)))
+        bodies[repr(pair)] = pair
+    return tuple(bodies.values())
+
+
+def _holds_a_shapes_body(task: Task, fixed: str) -> bool:
+    """Whether the task's body, buggy or fixed, holds every line of some `shapes` body (as multisets)."""
+    buggy_lines, fixed_lines = Counter(body_line_shapes(task)), Counter(body_line_shapes(task, fixed))
+    return any(not (buggy - buggy_lines) or not (fixed_shape - fixed_lines) for buggy, fixed_shape in _shapes_bodies())
+
+
 def _draw(template: Template, rng: random.Random, split: str, reshape_share: float = 0.0) -> Task | None:
     """One candidate from `template`, or None when it breaks a rule of the module doc before the checks."""
     fn_name, correct, buggy, kinds, n_default, constants, reserved_form = _build(template, rng, reshape_share)
@@ -288,17 +312,20 @@ def _draw(template: Template, rng: random.Random, split: str, reshape_share: flo
     operands, shapes = set(operand_names(task)), unseen_heldout_line_shapes()
     if any(_blanked(line, operands) in shapes for text in (buggy, fixed) for line in text.splitlines() if line.strip()):
         return None
+    if template.id.endswith("/grammar") and _holds_a_shapes_body(task, fixed):
+        return None
     return task
 
 
 def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, sandbox,
-              reshape_share: float = 0.0) -> list[Task]:
-    """One checked task per entry of `plan` (the templates it may be drawn from). In rounds: each empty
+              reshape_share: float = 0.0, grammar_share: float = 0.0) -> list[Task]:
+    """One checked task per entry of `plan` (the templates it may be drawn from; with probability
+    `grammar_share` a grammar body form of their family instead). In rounds: each empty
     entry draws until a candidate passes `_draw` and is new; the round's candidates are checked in one
     batch (task_checks.task_problems); an entry whose candidate fails draws again in the next round."""
     if sandbox is None:
         with Sandbox(SandboxConfig()) as own:
-            return _generate(plan, rng, split, own, reshape_share)
+            return _generate(plan, rng, split, own, reshape_share, grammar_share)
     tasks: list[Task | None] = [None] * len(plan)
     sources: set[str] = set()
     draws, last_problem = [0] * len(plan), [""] * len(plan)
@@ -310,7 +337,9 @@ def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, 
                 if draws[index] > MAX_DRAWS:  # a template none of whose draws is sound (an env change?)
                     raise RuntimeError(f"no sound task from {[t.id for t in choices]} in {MAX_DRAWS} draws; "
                                        f"last problem: {last_problem[index] or 'none passed _draw'}")
-                task = _draw(rng.choice(choices), rng, split, reshape_share)
+                grammar = grammar_share > 0 and rng.random() < grammar_share  # no draw at 0: pools as before
+                template = grammar_template(choices[0].family, rng) if grammar else rng.choice(choices)
+                task = _draw(template, rng, split, reshape_share)
                 if task is not None and task.source not in sources:
                     batch[index] = task
                     sources.add(task.source)
@@ -319,12 +348,12 @@ def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, 
     return tasks
 
 
-def generated_tasks(n: int, seed: int = 0, sandbox=None, reshape: float = 0.0) -> list[Task]:
+def generated_tasks(n: int, seed: int = 0, sandbox=None, reshape: float = 0.0, grammar: float = 0.0) -> list[Task]:
     """n distinct checked tasks from training templates, families in turn, a `reshape` share of them with
-    helper locals (module doc)."""
+    helper locals, a `grammar` share from fresh body forms (module doc)."""
     by_family = [tuple(t for t in TRAINING_TEMPLATES if t.family == family) for family in FAMILIES]
     return _generate([by_family[i % len(FAMILIES)] for i in range(n)], random.Random(seed), "train", sandbox,
-                     reshape)
+                     reshape, grammar)
 
 
 def training_pool(env_cfg=None, sandbox=None) -> list[Task]:
@@ -336,7 +365,7 @@ def training_pool(env_cfg=None, sandbox=None) -> list[Task]:
         return tasks
     n, seed, started = env_cfg.generated_tasks, env_cfg.generated_seed, time.perf_counter()
     print(f"generating {n} training tasks (env.generated_tasks, seed {seed})", file=sys.stderr, flush=True)
-    generated = generated_tasks(n, seed, sandbox, env_cfg.generated_reshape)
+    generated = generated_tasks(n, seed, sandbox, env_cfg.generated_reshape, env_cfg.generated_grammar)
     leaked = sorted({template_id(task) for task in generated} & {template.id for template in RESERVED_TEMPLATES})
     assert not leaked, f"generated training tasks from the shapes split's templates: {leaked}"
     print(f"generated {n} training tasks in {time.perf_counter() - started:.1f} s; with the book's {len(tasks)}, "

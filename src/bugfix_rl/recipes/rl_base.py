@@ -201,7 +201,8 @@ def base_path(tokenizer: Tokenizer, policy_cfg, env_cfg=None) -> Path:
     if env_cfg is not None and env_cfg.generated_tasks > 0:  # its demonstrations draw from the training pool
         env_fields = {**(env_fields or {}), "generated_tasks": env_cfg.generated_tasks,
                       "generated_seed": env_cfg.generated_seed,
-                      **({"generated_reshape": env_cfg.generated_reshape} if env_cfg.generated_reshape else {})}
+                      **({"generated_reshape": env_cfg.generated_reshape} if env_cfg.generated_reshape else {}),
+                      **({"generated_grammar": env_cfg.generated_grammar} if env_cfg.generated_grammar else {})}
     key = recipe_key(recipe, architecture(policy_cfg), tokenizer, env_fields)
     return cache_root(policy_cfg) / f"{prefix}-{key}.safetensors"
 
