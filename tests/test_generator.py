@@ -4,11 +4,12 @@ never a book task, and a `shapes` split whose body forms training draws never ha
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import pytest
 
-from bugfix_rl.gym.body_lines import body_line_shapes
 from bugfix_rl.gym import ops
+from bugfix_rl.gym.body_lines import body_line_shapes
 from bugfix_rl.gym.agents.scripted import OraclePolicy
 from bugfix_rl.gym.agents.scripted_tools import ToolsOraclePolicy
 from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
@@ -121,7 +122,9 @@ def test_shapes_split_is_solved_end_to_end_on_the_sandbox(sandbox):
         assert env.reward == 1.0 and env.info.ops == [task.fix_op], task.name
 
 
-def test_no_generated_task_is_a_book_or_shapes_task_or_uses_heldout_material(generated):
+@pytest.mark.parametrize("drawn", ["generated", "grammar_drawn"])
+def test_no_generated_task_is_a_book_or_shapes_task_or_uses_heldout_material(drawn, request):
+    generated = request.getfixturevalue(drawn)
     book = {t.source for t in ALL_TASKS}
     shapes = {t.source for t in make_tasks("shapes")}
     assert not {t.source for t in generated} & (book | shapes)
@@ -177,19 +180,22 @@ def grammar_drawn(sandbox):
     return generated_tasks(N_GRAMMAR, seed=0, sandbox=sandbox, grammar=1.0)
 
 
-def test_grammar_draws_are_sound_and_nearly_every_one_a_new_body_form(grammar_drawn, sandbox):
+def test_grammar_draws_are_sound_and_nearly_every_one_a_new_body_form(grammar_drawn, generated, sandbox):
     assert len({t.source for t in grammar_drawn}) == N_GRAMMAR
     assert_sound(grammar_drawn, sandbox)
     for index, task in enumerate(grammar_drawn):
         assert task.family == FAMILIES[index % len(FAMILIES)] and template_id(task) == f"{task.family}/grammar"
     forms = {body_shape(t) for t in grammar_drawn}
-    listed = {body_shape(t) for t in generated_tasks(200, seed=0, sandbox=sandbox)}
+    listed = {body_shape(t) for t in generated[:200]}
     assert len(forms) >= 0.8 * N_GRAMMAR  # the 40 listed training templates give 200 draws about 40 forms
     assert len(listed) <= 60
 
 
 def test_no_grammar_draw_holds_a_shapes_body_buggy_or_fixed(grammar_drawn):
-    from collections import Counter
+    from bugfix_rl.gym.generator import _holds_a_shapes_body
+
+    for task in make_tasks("shapes"):  # the check itself: each shapes body holds its own lines
+        assert _holds_a_shapes_body(task, ops.apply_op(task, task.source, task.fix_op)), task.name
 
     def bodies(task):
         fixed = ops.apply_op(task, task.source, task.fix_op)
@@ -202,10 +208,18 @@ def test_no_grammar_draw_holds_a_shapes_body_buggy_or_fixed(grammar_drawn):
             assert shapes_buggy - buggy and shapes_fixed - fixed, task.name
 
 
-def test_grammar_generation_is_deterministic_and_off_by_default(sandbox):
-    first = [_record(t) for t in generated_tasks(20, seed=3, sandbox=sandbox, grammar=0.5)]
-    assert [_record(t) for t in generated_tasks(20, seed=3, sandbox=sandbox, grammar=0.5)] == first
-    assert {template_id(t) for t in generated_tasks(20, seed=3, sandbox=sandbox, grammar=0.0)} <= {
-        t.id for t in TRAINING_TEMPLATES}
-    mixed = {name.rsplit("-", 1)[0].endswith("/grammar") for name, *_ in first}
-    assert mixed == {True, False}
+def test_grammar_generation_is_deterministic_and_off_by_default(sandbox, monkeypatch):
+    from bugfix_rl.gym import generator
+
+    first = generated_tasks(20, seed=3, sandbox=sandbox, grammar=0.5)
+    assert [_record(t) for t in generated_tasks(20, seed=3, sandbox=sandbox, grammar=0.5)] == [_record(t) for t in first]
+    assert {template_id(t).endswith("/grammar") for t in first} == {True, False}
+    plain = [_record(t) for t in generated_tasks(20, seed=3, sandbox=sandbox)]
+
+    def no_grammar(family, rng):
+        raise AssertionError("a grammar draw at share 0")
+
+    # share 0 never asks the grammar; that it draws no extra random number either, the stored shapes split
+    # pins (test_the_stored_shapes_split_is_what_the_generator_gives: the same _generate, share 0)
+    monkeypatch.setattr(generator, "grammar_template", no_grammar)
+    assert [_record(t) for t in generated_tasks(20, seed=3, sandbox=sandbox, grammar=0.0)] == plain
