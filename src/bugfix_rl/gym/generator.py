@@ -287,14 +287,15 @@ def _shapes_bodies() -> tuple[tuple[Counter, Counter], ...]:
     for task in make_tasks("shapes"):
         pair = tuple(Counter(body_line_shapes(task, source))
                      for source in (task.source, ops.apply_op(task, task.source, task.fix_op)))
-        bodies[repr(pair)] = pair
+        bodies[tuple(frozenset(lines.items()) for lines in pair)] = pair
     return tuple(bodies.values())
 
 
 def _holds_a_shapes_body(task: Task, fixed: str) -> bool:
     """Whether the task's body, buggy or fixed, holds every line of some `shapes` body (as multisets)."""
-    buggy_lines, fixed_lines = Counter(body_line_shapes(task)), Counter(body_line_shapes(task, fixed))
-    return any(not (buggy - buggy_lines) or not (fixed_shape - fixed_lines) for buggy, fixed_shape in _shapes_bodies())
+    buggy, fixed_lines = Counter(body_line_shapes(task)), Counter(body_line_shapes(task, fixed))
+    return any(not (shapes_buggy - buggy) or not (shapes_fixed - fixed_lines)  # Counter '-' keeps counts > 0 only
+               for shapes_buggy, shapes_fixed in _shapes_bodies())
 
 
 def _draw(template: Template, rng: random.Random, split: str, reshape_share: float = 0.0) -> Task | None:
@@ -335,7 +336,8 @@ def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, 
             while tasks[index] is None and index not in batch:
                 draws[index] += 1
                 if draws[index] > MAX_DRAWS:  # a template none of whose draws is sound (an env change?)
-                    raise RuntimeError(f"no sound task from {[t.id for t in choices]} in {MAX_DRAWS} draws; "
+                    also = f" or the {choices[0].family} grammar" if grammar_share > 0 else ""
+                    raise RuntimeError(f"no sound task from {[t.id for t in choices]}{also} in {MAX_DRAWS} draws; "
                                        f"last problem: {last_problem[index] or 'none passed _draw'}")
                 grammar = grammar_share > 0 and rng.random() < grammar_share  # no draw at 0: pools as before
                 template = grammar_template(choices[0].family, rng) if grammar else rng.choice(choices)

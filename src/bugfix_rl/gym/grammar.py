@@ -14,11 +14,11 @@ out. This module composes a fresh body form on every call from a family's pieces
   helper local) in a `for` loop that adds, multiplies or counts (filtered by `I % K` or not), in
   `sum(...)`, a generator or list comprehension, or `len(list(...))`;
 - compare: comparisons of integers or arithmetic over them (all inclusive or all strict in one body,
-  as the family's fix needs), returned, joined by `and`, under `if`, in a conditional expression,
+  as the family's fix needs), returned, joined by `and` or `or`, under `if`, in a conditional expression,
   through a helper, or filtering a list in a loop or comprehension;
-- zero: a floor division by the divisor parameter in an expression that may add a second division,
-  a remainder, a constant or another parameter; directly, through helpers, under a truthy flag, or
-  after or inside a loop over a list;
+- zero: a floor division by the divisor parameter in an expression that may add a remainder by it, a
+  constant or another parameter (`A + K // B` divides K only: the first `//` is still by the divisor);
+  directly, through helpers, under a truthy flag, or after or inside a loop over a list;
 - init: one or two accumulators (0 for a sum, 1 for a product) over a list (`for`) or a countdown
   (`while A != 0`), optionally filtered (`if I % K == 0:`), returned plain or combined.
 
@@ -94,7 +94,8 @@ def _minmax_call(draw: _Draw, atoms: list[str], depth: int) -> str:
 def _minmax(draw: _Draw) -> str:
     shape = draw.pick("ints", "ints", "list", "loop")
     if shape == "loop":
-        bound = draw.pick("K", draw.param("B", "int"))
+        bound = draw.pick("K", "B")
+        bound = draw.param("B", "int") if bound == "B" else bound
         if draw.chance(0.5):
             draw.param("A", "nelist")
             step = f"P = {draw.pick('min', 'max')}(P, {draw.pick('I', 'I + K', 'I * K', f'I - {bound}')})"
@@ -230,7 +231,7 @@ def _compare(draw: _Draw) -> str:
     elif form == "and":
         body = [f"return {comparison()} {draw.pick('and', 'or')} {comparison()}"]
     elif form == "if":
-        yes, no = draw.pick(("True", "False"), ("K", "J"), (value(), value()))
+        yes, no = draw.pick(("True", "False"), ("K", "J"), (value(), value()))  # both value()s draw, whichever
         body = [f"if {comparison()}:", *_indent([f"return {yes}"]), f"return {no}"]
     elif form == "ternary":
         body = [f"return {value()} if {comparison()} else {value()}"]
