@@ -30,8 +30,8 @@ def main() -> None:
     parser.add_argument("--generated", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    tasks = make_tasks("train") + generated_tasks(args.generated, args.seed, reshape=args.reshape,
-                                                                  grammar=args.grammar)
+    generated = generated_tasks(args.generated, args.seed, reshape=args.reshape, grammar=args.grammar)
+    tasks = make_tasks("train") + generated
     pool = [collections.Counter(body_line_shapes(task)) for task in tasks]
     missing = collections.Counter()
     for task in make_tasks("shapes"):
