@@ -3,7 +3,8 @@
 A template's body is Python source with placeholders that `gym/generator.py` fills in on the syntax
 tree: parameters `A B C` (in the order of `params`, each with the kind of value its tests draw),
 locals `P Q` (and `R`, which only gym/grammar.py's bodies use), loop variable `I`, integer constants
-`K J` (drawn distinct, K < J), and `TERM` (an expression in `I` drawn from `terms`). The generator then injects the family's bug into the tree:
+`K J` (drawn distinct, K < J), and `TERM` (an expression in `I` drawn from `terms`). The generator then
+injects the family's bug into the tree:
 
 | family  | correct body has                         | the bug (what the family's fix op undoes)         |
 |---------|------------------------------------------|---------------------------------------------------|
