@@ -3,8 +3,9 @@
     .venv/bin/python scripts/ceiling_compare.py --a widen0.json widen1.json widen2.json \
         --b control0.json control1.json control2.json [--arm training]
 
-Each file is one seed's `shapes_ceiling.py --out` (the same arm in every file). For the shapes split
-at the last step and the held-out split: each seed's pass@1, the arm's mean, and a - b with the
+Each file is one seed's `shapes_ceiling.py --out` (the same arm in every file). For the split the runs
+read at their steps (`shapes`, or `shapes_val` with --split; all files must have read the same one) at
+the last step, and for the held-out split: each seed's pass@1, the arm's mean, and a - b with the
 seed-aware interval over the tasks (evaluate/intervals.arm_difference: seeds need not be paired).
 """
 
@@ -20,9 +21,10 @@ import torch
 from bugfix_rl.evaluate.intervals import arm_difference
 
 
-def per_task_rates(files: list[Path], arm: str, split: str) -> tuple[torch.Tensor, list[int]]:
-    """[seeds, tasks] pass rates of `arm` on `split` ("shapes" at the last step, or "heldout"), and the seeds."""
-    rows, seeds = [], []
+def per_task_rates(files: list[Path], arm: str, split: str) -> tuple[torch.Tensor, list[int], set[str]]:
+    """[seeds, tasks] pass rates of `arm` on `split` ("shapes": the split the runs read at their steps, at
+    the last step; or "heldout"), the seeds, and the names of the splits read ("shapes" or "shapes_val")."""
+    rows, seeds, read = [], [], set()
     for path in files:
         try:
             run = json.loads(path.read_text())
@@ -31,7 +33,8 @@ def per_task_rates(files: list[Path], arm: str, split: str) -> tuple[torch.Tenso
             raise SystemExit(f"error: {path} is not a shapes_ceiling.py --out file with arm {arm!r}: {error!r}")
         rows.append([count / result["n"] for count in result["per_task"]])
         seeds.append(run["seed"])
-    return torch.tensor(rows, dtype=torch.float64), seeds
+        read.add(run.get("split", "shapes"))  # files written before --split read the shapes split
+    return torch.tensor(rows, dtype=torch.float64), seeds, read
 
 
 def main() -> None:
@@ -41,7 +44,11 @@ def main() -> None:
     parser.add_argument("--arm", default="training", help="the arm of shapes_ceiling.py read in each file")
     args = parser.parse_args()
     for split in ("shapes", "heldout"):
-        (a, seeds_a), (b, seeds_b) = per_task_rates(args.a, args.arm, split), per_task_rates(args.b, args.arm, split)
+        (a, seeds_a, read_a), (b, seeds_b, read_b) = (per_task_rates(args.a, args.arm, split),
+                                                      per_task_rates(args.b, args.arm, split))
+        if len(read_a | read_b) > 1:
+            raise SystemExit(f"error: the files read different splits ({', '.join(sorted(read_a | read_b))})")
+        split = read_a.pop() if split == "shapes" else split
         for label, rates, seeds in (("a", a, seeds_a), ("b", b, seeds_b)):
             per_seed = ", ".join(f"seed {s} {r:.3f}" for s, r in zip(seeds, rates.mean(-1).tolist()))
             print(f"{split}: {label}: {per_seed}; mean {rates.mean():.3f} ({rates.shape[1]} tasks)")

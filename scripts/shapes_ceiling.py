@@ -14,6 +14,9 @@ Two arms from the same RL base, seed and recipe, one after the other in this pro
 Each arm's policy is evaluated on the `shapes` split (50 tasks x eval.shapes_n) at step 0, half way and
 at the end, and on the held-out split at the end; then the paired interval over the shapes tasks,
 reserved - training, at the end. No checkpoint selection: both arms are read at the same steps.
+`--split shapes_val` reads the `shapes_val` split in its place (the JSON's "shapes" readings are then
+that split's, and its "split" says so): a recipe for new shapes is chosen there, and the `shapes` split
+is left unread until the choice is made.
 
 The `reserved` arm trains on the shapes split's templates, so its shapes number is not a held-out
 one: it says whether this agent can learn those shapes at all when RL shows them (the ceiling), not
@@ -157,7 +160,7 @@ def widened_base(cfg, tokenizer, share: float, most_lines: int = 1):
     return model
 
 
-def run_arm(cfg, base, tokenizer, make_env, tasks, label: str) -> dict:
+def run_arm(cfg, base, tokenizer, make_env, tasks, label: str, split: str = "shapes") -> dict:
     model = copy.deepcopy(base)
     torch.manual_seed(cfg.seed)
     trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(cfg.seed), reference=base,
@@ -168,10 +171,10 @@ def run_arm(cfg, base, tokenizer, make_env, tasks, label: str) -> dict:
     try:
         for step in range(cfg.steps + 1):
             if step in (0, halfway, cfg.steps):
-                result = evaluate_split(trainer.model, tokenizer, make_env, "shapes", cfg.eval.shapes_n, shapes_seed,
+                result = evaluate_split(trainer.model, tokenizer, make_env, split, cfg.eval.shapes_n, shapes_seed,
                                         temperature)
                 readings[step] = result
-                print(f"{label}: step {step:3d}: shapes pass@1 {result['pass_at_1']:.3f} "
+                print(f"{label}: step {step:3d}: {split} pass@1 {result['pass_at_1']:.3f} "
                       f"[{result['ci'][0]:.3f}, {result['ci'][1]:.3f}] ({time.perf_counter() - started:.0f} s)",
                       flush=True)
             if step < cfg.steps:
@@ -212,6 +215,9 @@ def main() -> None:
                         help="a base whose demonstrations widen a share P of their Edits by unchanged lines")
     parser.add_argument("--widen-lines", type=int, default=1, metavar="K",
                         help="with --widen-edits: a widened Edit takes 1 to K more lines (drawn evenly)")
+    parser.add_argument("--split", choices=("shapes", "shapes_val"), default="shapes",
+                        help="the split read at step 0, half way and the end (shapes_val: to choose a recipe "
+                             "without reading the shapes split)")
     parser.add_argument("--out", type=Path, help="write the readings as JSON here")
     args = parser.parse_args()
     if args.widen_edits and args.base == "reserved":
@@ -247,25 +253,25 @@ def main() -> None:
         print(f"+exp={args.exp} {' '.join(args.set)} seed {cfg.seed}, {cfg.steps} steps, base from the {args.base} pool"
               f"{widened}; pools: "
               + ", ".join(f"{label} {len(pool)} tasks" for label, pool in pools.items()), flush=True)
-        arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label) for label, pool in pools.items()}
+        arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label, args.split) for label, pool in pools.items()}
     finally:
         close_env()
     final = {label: arm["shapes"][cfg.steps] for label, arm in arms.items()}
     diff = None
     if len(final) == 2:
         diff = paired_summary(final["reserved"]["per_task"], final["training"]["per_task"], cfg.eval.shapes_n)
-        print(f"shapes at step {cfg.steps}, reserved - training: {diff['diff']:+.3f} [{diff['ci'][0]:+.3f}, "
+        print(f"{args.split} at step {cfg.steps}, reserved - training: {diff['diff']:+.3f} [{diff['ci'][0]:+.3f}, "
               f"{diff['ci'][1]:+.3f}] ({diff['tasks']} tasks x {cfg.eval.shapes_n}, seed {cfg.seed})")
-    families = [task.family for task in make_tasks("shapes")]  # the order evaluate_split counts them in
+    families = [task.family for task in make_tasks(args.split)]  # the order evaluate_split counts them in
     for family in sorted(set(families)):
         rates = {label: group_pass_rate(result, families, family) for label, result in final.items()}
         print(f"  {family:8s} " + "  ".join(f"{label} {rate:.3f}" for label, rate in rates.items()))
-    templates = [generator.template_id(task) for task in make_tasks("shapes")]
+    templates = [generator.template_id(task) for task in make_tasks(args.split)]
     for template in sorted(set(templates)):
         rates = {label: group_pass_rate(result, templates, template) for label, result in final.items()}
         print(f"  {template:28s} " + "  ".join(f"{label} {rate:.3f}" for label, rate in rates.items()))
     if args.out:
-        args.out.write_text(json.dumps({"exp": args.exp, "overrides": args.set, "reserved_templates": args.reserved_templates,
+        args.out.write_text(json.dumps({"exp": args.exp, "split": args.split, "overrides": args.set, "reserved_templates": args.reserved_templates,
                                         "with_training": args.with_training, "seed": cfg.seed, "steps": cfg.steps,
                                         "base": args.base, "widen_edits": args.widen_edits, "widen_lines": args.widen_lines, "arms": arms,
                                         "reserved_minus_training": diff}, indent=1, default=str))

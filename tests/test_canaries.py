@@ -39,7 +39,7 @@ def test_sixteen_canaries_from_training_sources_only_none_in_any_evaluated_split
     assert len(tasks) == 16 and all(is_canary(t.name) and t.split == "canary" for t in tasks)
     train_sources = {t.source for t in make_tasks("train")}
     assert all(t.source in train_sources for t in tasks)  # nothing of a held-out task leaks into training
-    for split in ("train", "val", "test", "heldout", "all", "shapes"):
+    for split in ("train", "val", "test", "heldout", "all", "shapes", "shapes_val"):
         assert not any(is_canary(t.name) for t in make_tasks(split))
     assert is_canary("range/canary_sum_to~arg.val") and not is_canary("range/sum_to")
 

@@ -110,8 +110,9 @@ def test_pool_is_deterministic_and_from_training_templates():
     assert training_pool(cfg) == BOOK and training_pool(None) == BOOK
 
 
-def test_pool_refuses_a_shapes_split_template(monkeypatch):
-    monkeypatch.setattr(generator, "generated_tasks", lambda n, seed, sandbox, *shares: make_tasks("shapes")[:n])
+@pytest.mark.parametrize("split", ["shapes", "shapes_val"])
+def test_pool_refuses_a_shapes_split_template(split, monkeypatch):
+    monkeypatch.setattr(generator, "generated_tasks", lambda n, seed, sandbox, *shares: make_tasks(split)[:n])
     cfg = TrainConfig().env
     cfg.generated_tasks = 2
     with pytest.raises(AssertionError, match="shapes split"):

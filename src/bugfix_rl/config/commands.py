@@ -15,7 +15,7 @@ class EvalCommandConfig:
 
     ckpt: str = MISSING  # a checkpoint file, or a finished run dir (its chosen checkpoint: best validation)
     compare: Optional[str] = None  # a second checkpoint or run dir of the same env: paired difference ckpt - compare
-    split: str = "test"  # train | val | test | heldout | shapes (checkpoint_eval.SPLITS)
+    split: str = "test"  # train | val | test | heldout | shapes | shapes_val (checkpoint_eval.SPLITS)
     n: int = 32  # episodes per task
     seed: int = 4  # the evaluation's generator (4: the test seed train uses)
     threads: int = 2  # torch CPU threads

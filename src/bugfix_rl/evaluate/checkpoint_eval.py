@@ -25,7 +25,8 @@ from bugfix_rl.evaluate.stats import mcnemar, paired_summary, pass_at_k, pass_at
 from bugfix_rl.gym.tasks import make_tasks
 
 KS = (1, 4, 8)
-SPLITS = ("train", "val", "test", "heldout", "shapes")  # shapes: 50 tasks from templates training never sees
+SPLITS = ("train", "val", "test", "heldout", "shapes", "shapes_val")  # shapes(_val): 50 tasks each from templates
+# training never sees; shapes_val is for choosing recipes, shapes is read once
 
 
 @dataclass

@@ -8,8 +8,8 @@ API:
         reshape > 0, that share of the draws has its body rewritten with helper locals (gym/reshape.py),
         and a draw whose body form is a reserved template's is dropped. With grammar > 0, that share of
         the draws takes a body form composed afresh (gym/grammar.py: template id 'family/grammar'), and
-        such a draw is dropped when its body, buggy or fixed, holds every line of a `shapes` task's
-        body (gym/body_lines.py's blanking, as multisets).
+        such a draw is dropped when its body, buggy or fixed, holds every line of a `shapes` or
+        `shapes_val` task's body (gym/body_lines.py's blanking, as multisets).
     training_pool(env_cfg, sandbox=None) -> list[Task]
         What RL groups and the RL base's demonstrations draw from: the book's 20 training tasks, then
         env.generated_tasks generated ones (seed env.generated_seed, reshaped share env.generated_reshape,
@@ -18,8 +18,12 @@ API:
         The `shapes` split: 50 tasks (10 per family) from RESERVED templates, which training draws
         never use; stored in gym/shapes_split.py (what `shapes_tasks()` gives, written by
         `python -m bugfix_rl.gym.generator`; a test checks the two agree). Split 'shapes'.
-    shapes_tasks(seed=SHAPES_SEED, per_family=10, sandbox=None) -> list[Task]
-        Builds that split afresh.
+    make_tasks("shapes_val")
+        The `shapes_val` split: 50 tasks (10 per family) from the reserved VALIDATION templates (other
+        body forms than the `shapes` ones, held out from training as well), to choose a recipe on
+        without reading the `shapes` split; stored beside it. Split 'shapes_val'.
+    shapes_tasks(seed=SHAPES_SEED, per_family=10, sandbox=None, split="shapes") -> list[Task]
+        Builds either split afresh.
     template_id(task) -> 'family/form'
         The template a generated task was drawn from (its name is `<template id>-<digest>`).
 
@@ -63,7 +67,7 @@ from bugfix_rl.gym.reshape import body_form, reshape
 from bugfix_rl.gym.shape_variants import _blanked, unseen_heldout_line_shapes
 from bugfix_rl.gym.task_checks import task_problems
 from bugfix_rl.gym.tasks import ALL_TASKS, FAMILIES, FAMILY_OP, FIX_OPS, OPERAND_POOL, Task, make_tasks, operand_names
-from bugfix_rl.gym.templates import INT_KINDS, RESERVED_TEMPLATES, TRAINING_TEMPLATES, Template
+from bugfix_rl.gym.templates import INT_KINDS, RESERVED_TEMPLATES, TRAINING_TEMPLATES, VALIDATION_TEMPLATES, Template
 from bugfix_rl.sandbox import Sandbox, SandboxConfig
 
 SHAPES_SEED = 0
@@ -159,9 +163,15 @@ def _source(function: ast.FunctionDef) -> str:
     return ast.unparse(ast.fix_missing_locations(ast.Module([function], []))) + "\n"
 
 
-RESERVED_FORMS = frozenset(body_form([_Fill({}, {"K": 2, "J": 3}, None).visit(statement)  # mirrors: the same form
-                                       for statement in ast.parse(template.body).body])
-                            for template in RESERVED_TEMPLATES)
+def _template_forms(template: Template) -> set[str]:
+    """The body forms a template gives, one per TERM choice (mirrors and names: the same form)."""
+    terms = [ast.parse(term, mode="eval").body for term in template.terms] or [None]
+    return {body_form([_Fill({}, {"K": 2, "J": 3}, term).visit(statement) for statement in ast.parse(template.body).body])
+            for term in terms}
+
+
+# every held-out template's forms, the `shapes` split's and the `shapes_val` split's
+RESERVED_FORMS = frozenset().union(*(_template_forms(t) for t in RESERVED_TEMPLATES + VALIDATION_TEMPLATES))
 
 
 def _build(template: Template, rng: random.Random, reshape_share: float = 0.0):
@@ -282,9 +292,9 @@ def _choose_tests(rng: random.Random, family: str, fn_name: str, correct: str, b
 
 @cache
 def _shapes_bodies() -> tuple[tuple[Counter, Counter], ...]:
-    """Each distinct `shapes` task body's blanked lines, buggy and fixed, as multisets."""
+    """Each distinct `shapes` and `shapes_val` task body's blanked lines, buggy and fixed, as multisets."""
     bodies = {}
-    for task in make_tasks("shapes"):
+    for task in make_tasks("shapes") + make_tasks("shapes_val"):
         pair = tuple(Counter(body_line_shapes(task, source))
                      for source in (task.source, ops.apply_op(task, task.source, task.fix_op)))
         bodies[tuple(frozenset(lines.items()) for lines in pair)] = pair
@@ -292,7 +302,8 @@ def _shapes_bodies() -> tuple[tuple[Counter, Counter], ...]:
 
 
 def _holds_a_shapes_body(task: Task, fixed: str) -> bool:
-    """Whether the task's body, buggy or fixed, holds every line of some `shapes` body (as multisets)."""
+    """Whether the task's body, buggy or fixed, holds every line of some `shapes` or `shapes_val` body
+    (as multisets)."""
     buggy, fixed_lines = Counter(body_line_shapes(task)), Counter(body_line_shapes(task, fixed))
     return any(not (shapes_buggy - buggy) or not (shapes_fixed - fixed_lines)  # Counter '-' keeps counts > 0 only
                for shapes_buggy, shapes_fixed in _shapes_bodies())
@@ -368,36 +379,43 @@ def training_pool(env_cfg=None, sandbox=None) -> list[Task]:
     n, seed, started = env_cfg.generated_tasks, env_cfg.generated_seed, time.perf_counter()
     print(f"generating {n} training tasks (env.generated_tasks, seed {seed})", file=sys.stderr, flush=True)
     generated = generated_tasks(n, seed, sandbox, env_cfg.generated_reshape, env_cfg.generated_grammar)
-    leaked = sorted({template_id(task) for task in generated} & {template.id for template in RESERVED_TEMPLATES})
-    assert not leaked, f"generated training tasks from the shapes split's templates: {leaked}"
+    held_out = {template.id for template in RESERVED_TEMPLATES + VALIDATION_TEMPLATES}
+    leaked = sorted({template_id(task) for task in generated} & held_out)
+    assert not leaked, f"generated training tasks from the shapes splits' templates: {leaked}"
     print(f"generated {n} training tasks in {time.perf_counter() - started:.1f} s; with the book's {len(tasks)}, "
           f"groups draw from {n + len(tasks)}", file=sys.stderr)
     return tasks + generated
 
 
-def shapes_tasks(seed: int = SHAPES_SEED, per_family: int = 10, sandbox=None) -> list[Task]:
-    """The `shapes` split afresh: per family, `per_family` tasks from its reserved templates in turn."""
+def shapes_tasks(seed: int = SHAPES_SEED, per_family: int = 10, sandbox=None, split: str = "shapes") -> list[Task]:
+    """The `shapes` split afresh (or, with split='shapes_val', the `shapes_val` one): per family,
+    `per_family` tasks from the split's reserved templates in turn."""
+    templates = {"shapes": RESERVED_TEMPLATES, "shapes_val": VALIDATION_TEMPLATES}[split]
     plan = []
     for family in FAMILIES:
-        reserved = [t for t in RESERVED_TEMPLATES if t.family == family]
+        reserved = [t for t in templates if t.family == family]
         plan += [(reserved[i % len(reserved)],) for i in range(per_family)]
-    return _generate(plan, random.Random(seed), "shapes", sandbox)
+    return _generate(plan, random.Random(seed), split, sandbox)
 
 
-def shapes_module_text(tasks: list[Task]) -> str:
-    """gym/shapes_split.py's text for `tasks` (the stored `shapes` split)."""
-    rows = tuple((t.name, t.source, t.public_tests, t.hidden_tests) for t in tasks)
-    return (f'"""The `shapes` split: {len(tasks)} tasks from the task generator\'s reserved templates (seed '
-            f"{SHAPES_SEED}).\n\nWritten by `python -m bugfix_rl.gym.generator`; do not edit: "
-            "tests/test_generator.py checks that it is\nwhat `generator.shapes_tasks()` gives. "
-            'gym/tasks.py serves it as `make_tasks("shapes")`.\n"""\n\n'
+def _rows(tasks: list[Task]) -> str:
+    return pprint.pformat(tuple((t.name, t.source, t.public_tests, t.hidden_tests) for t in tasks), width=110)
+
+
+def shapes_module_text(shapes: list[Task], shapes_val: list[Task]) -> str:
+    """gym/shapes_split.py's text for the two stored splits."""
+    return (f'"""The `shapes` split ({len(shapes)} tasks) and the `shapes_val` split ({len(shapes_val)} tasks), from the '
+            f"task\ngenerator's reserved templates (seed {SHAPES_SEED}).\n\nWritten by "
+            "`python -m bugfix_rl.gym.generator`; do not edit: tests/test_generator.py checks that they\nare "
+            "what `generator.shapes_tasks()` gives. gym/tasks.py serves them as `make_tasks(\"shapes\")` and\n"
+            '`make_tasks("shapes_val")`.\n"""\n\n'
             "# (name, buggy source, public tests, hidden tests)\n"
-            f"SHAPES = {pprint.pformat(rows, width=110)}\n")
+            f"SHAPES = {_rows(shapes)}\n\nSHAPES_VAL = {_rows(shapes_val)}\n")
 
 
 if __name__ == "__main__":
     from pathlib import Path
 
     path = Path(__file__).with_name("shapes_split.py")
-    path.write_text(shapes_module_text(shapes_tasks()))
+    path.write_text(shapes_module_text(shapes_tasks(), shapes_tasks(split="shapes_val")))
     print(f"wrote {path}")

@@ -88,7 +88,10 @@ def tools_oracle_episode(task: Task) -> tuple[str | None, str, str]:
     env = ToolsEnv(task, ToolsEnvConfig(), _shown_name(task), _GradedLater())
     policy, observation, longest = ToolsOraclePolicy(), env.reset(), 0
     while not env.done:
-        words = policy(observation)
+        try:
+            words = policy(observation)
+        except ValueError as error:  # e.g. a Read cut at the observation cap: no whole listing to edit
+            return f"the tools oracle cannot act on its observation ({error})", "", env.shown_name
         longest = max(longest, len(words))
         observation = env.step(words)
     info, problem = env.info, None

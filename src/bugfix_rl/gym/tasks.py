@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bugfix_rl.gym.shapes_split import SHAPES
+from bugfix_rl.gym.shapes_split import SHAPES, SHAPES_VAL
 
 FAMILIES = ("minmax", "range", "compare", "zero", "init")
 FIX_OPS = ("swap_minmax", "fix_range_end", "fix_comparison", "add_zero_guard", "fix_init")
@@ -287,7 +287,10 @@ ALL_TASKS: tuple[Task, ...] = _build_all()
 # family, whose body forms no training task or training draw has. Not part of "all" (the book's 30).
 SHAPES_TASKS: tuple[Task, ...] = tuple(_task(name, "shapes", source, public, hidden)
                                        for name, source, public, hidden in SHAPES)
-SPLITS = ("train", "heldout", "val", "test", "all", "shapes")
+# Its validation twin, `shapes_val`: 50 tasks from 15 other reserved templates, for choosing a recipe.
+SHAPES_VAL_TASKS: tuple[Task, ...] = tuple(_task(name, "shapes_val", source, public, hidden)
+                                           for name, source, public, hidden in SHAPES_VAL)
+SPLITS = ("train", "heldout", "val", "test", "all", "shapes", "shapes_val")
 
 
 # Operand names for the RL base's "pretraining" corpus (recipes/rl_base.py): disjoint from every
@@ -335,13 +338,16 @@ def base_task_name(name: str) -> str:
 
 def make_tasks(split: str = "train") -> list[Task]:
     """Tasks of a split: train (20), heldout (10), val = heldout[0::2], test = heldout[1::2], all (30);
-    shapes (50): generated from templates held out by shape (SHAPES_TASKS)."""
+    shapes (50): generated from templates held out by shape (SHAPES_TASKS); shapes_val (50): the same from
+    other held-out templates, a validation split for recipes meant to carry over to new shapes."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
     if split == "all":
         return list(ALL_TASKS)
     if split == "shapes":
         return list(SHAPES_TASKS)
+    if split == "shapes_val":
+        return list(SHAPES_VAL_TASKS)
     if split in ("train", "heldout"):
         return [t for t in ALL_TASKS if t.split == split]
     heldout = make_tasks("heldout")
@@ -349,7 +355,7 @@ def make_tasks(split: str = "train") -> list[Task]:
 
 
 def task_by_name(name: str) -> Task:
-    for task in ALL_TASKS + SHAPES_TASKS:
+    for task in ALL_TASKS + SHAPES_TASKS + SHAPES_VAL_TASKS:
         if task.name == name:
             return task
     raise KeyError(f"unknown task {name!r}")

@@ -24,8 +24,11 @@ none of these. Every loop ends on every input of its kinds, under every op (the 
 ops' versions in-process, without a timeout): `while X != 0` counts a `small` parameter (never
 negative) down, or a counter up to one, and no op rewrites those lines.
 
-`reserved` templates are held out by shape: only the `shapes` split is built from them; training
-draws never see their body forms.
+`reserved` templates are held out by shape: training draws never see their body forms. Those without
+`validation` build the `shapes` split (a test split: read once, at the end); those with it build the
+`shapes_val` split, on which a recipe that should carry over to new shapes is chosen (15 other forms, 3
+per family, written after the `shapes` ones, in the same spirit: helper locals, two-line fixes, lists,
+comprehensions, if/else, loops that update twice).
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ INT_KINDS = ("int", "nat", "small")  # kinds of one integer (ties and constants 
 class Template:
     """One body form. id: 'family/form'; params: (placeholder, kind) in def order, kinds of
     generator.KINDS; body: the correct body; terms: choices for TERM; divisor: the zero family's
-    divisor parameter (its guard is added to the correct body); reserved: held out by shape."""
+    divisor parameter (its guard is added to the correct body); reserved: held out by shape; validation:
+    a reserved template of the `shapes_val` split rather than the `shapes` one."""
 
     id: str
     params: tuple[tuple[str, str], ...]
@@ -48,6 +52,7 @@ class Template:
     terms: tuple[str, ...] = ()
     mirror: bool = False
     divisor: str = ""
+    validation: bool = False
 
     @property
     def family(self) -> str:
@@ -60,6 +65,7 @@ def _t(id, params, body, **options) -> Template:
 
 _SUM_TERMS = ("I", "I * I", "I * K", "I + K")
 THREE_INTS, TWO_INTS = "A:int B:int C:int", "A:int B:int"
+_VAL = {"reserved": True, "validation": True}
 
 TEMPLATES: tuple[Template, ...] = (
     # ---- minmax
@@ -132,7 +138,27 @@ TEMPLATES: tuple[Template, ...] = (
     _t("init/ternary_in_loop", "A:list", "P = 0\nfor I in A:\n    P += I if I % K else J\nreturn P", reserved=True),
     _t("init/count_up", "A:small", "P = 1\nQ = 0\nwhile Q != A:\n    Q = Q + 1\n    P *= Q\nreturn P",
        reserved=True),
+    # ---- the `shapes_val` split's templates (held out from training as well; none is a `shapes` form)
+    _t("minmax/two_caps", TWO_INTS, "P = min(A, K)\nQ = max(B, J)\nreturn P + Q", **_VAL, mirror=True),
+    _t("minmax/list_then_cap", "A:nelist", "P = max(A)\nreturn min(P, K)", **_VAL, mirror=True),
+    _t("minmax/nested_constants", TWO_INTS, "return max(min(A, J), min(B, K))", **_VAL, mirror=True),
+    _t("range/list_then_sum", "A:small", "P = [TERM for I in range(1, A + 1)]\nreturn sum(P)", **_VAL,
+       terms=_SUM_TERMS),
+    _t("range/plain_add", "A:small", "Q = 0\nfor I in range(1, A + 1):\n    Q = Q + I * K\nreturn Q", **_VAL),
+    _t("range/horner", "A:small", "P = 1\nfor I in range(1, A + 1):\n    P = P * K + I\nreturn P", **_VAL),
+    _t("compare/if_else_assign", TWO_INTS, "if A >= B:\n    P = K\nelse:\n    P = J\nreturn P", **_VAL, mirror=True),
+    _t("compare/count_by_adding", "A:list B:int", "P = 0\nfor I in A:\n    P += I >= B\nreturn P", **_VAL,
+       mirror=True),
+    _t("compare/flag_choice", "A:int B:int C:nat", "return A >= B if C else A >= K", **_VAL, mirror=True),
+    _t("zero/quotients_list", "A:list B:nat", "P = [I // B for I in A]\nreturn sum(P)", divisor="B", **_VAL),
+    _t("zero/running_quotient", "A:list B:nat", "P = K\nfor I in A:\n    P = P + I // B\nreturn P", divisor="B",
+       **_VAL),
+    _t("zero/square_over", "A:int B:nat", "P = A * A\nreturn P // B - K", divisor="B", **_VAL),
+    _t("init/plain_product", "A:list", "P = 1\nfor I in A:\n    P = P * I\nreturn P", **_VAL),
+    _t("init/add_then_scale", "A:list", "P = 0\nfor I in A:\n    P += I\n    P *= K\nreturn P", **_VAL),
+    _t("init/while_growth", "A:small", "P = 1\nwhile A != 0:\n    P += P * A\n    A = A - 1\nreturn P", **_VAL),
 )
 
 TRAINING_TEMPLATES = tuple(t for t in TEMPLATES if not t.reserved)
-RESERVED_TEMPLATES = tuple(t for t in TEMPLATES if t.reserved)
+RESERVED_TEMPLATES = tuple(t for t in TEMPLATES if t.reserved and not t.validation)  # the `shapes` split's
+VALIDATION_TEMPLATES = tuple(t for t in TEMPLATES if t.validation)  # the `shapes_val` split's
