@@ -92,9 +92,11 @@ def test_the_stored_shapes_split_is_what_the_generator_gives(sandbox):
     from pathlib import Path
 
     import bugfix_rl.gym.shapes_split as stored
+    import bugfix_rl.gym.shapes_val_split as stored_val
 
     fresh, fresh_val = shapes_tasks(sandbox=sandbox), shapes_tasks(sandbox=sandbox, split="shapes_val")
-    assert Path(stored.__file__).read_text() == shapes_module_text(fresh, fresh_val)
+    assert Path(stored.__file__).read_text() == shapes_module_text(fresh)
+    assert Path(stored_val.__file__).read_text() == shapes_module_text(fresh_val, "shapes_val")
     assert [_record(t) for t in make_tasks("shapes")] == [_record(t) for t in fresh]
     assert [_record(t) for t in make_tasks("shapes_val")] == [_record(t) for t in fresh_val]
 

@@ -21,7 +21,7 @@ API:
     make_tasks("shapes_val")
         The `shapes_val` split: 50 tasks (10 per family) from the reserved VALIDATION templates (other
         body forms than the `shapes` ones, held out from training as well), to choose a recipe on
-        without reading the `shapes` split; stored beside it. Split 'shapes_val'.
+        without reading the `shapes` split; stored in gym/shapes_val_split.py. Split 'shapes_val'.
     shapes_tasks(seed=SHAPES_SEED, per_family=10, sandbox=None, split="shapes") -> list[Task]
         Builds either split afresh.
     template_id(task) -> 'family/form'
@@ -398,24 +398,25 @@ def shapes_tasks(seed: int = SHAPES_SEED, per_family: int = 10, sandbox=None, sp
     return _generate(plan, random.Random(seed), split, sandbox)
 
 
-def _rows(tasks: list[Task]) -> str:
-    return pprint.pformat(tuple((t.name, t.source, t.public_tests, t.hidden_tests) for t in tasks), width=110)
+SPLIT_MODULES = {"shapes": ("shapes_split.py", "SHAPES"), "shapes_val": ("shapes_val_split.py", "SHAPES_VAL")}
 
 
-def shapes_module_text(shapes: list[Task], shapes_val: list[Task]) -> str:
-    """gym/shapes_split.py's text for the two stored splits."""
-    return (f'"""The `shapes` split ({len(shapes)} tasks) and the `shapes_val` split ({len(shapes_val)} tasks), from the '
-            f"task\ngenerator's reserved templates (seed {SHAPES_SEED}).\n\nWritten by "
-            "`python -m bugfix_rl.gym.generator`; do not edit: tests/test_generator.py checks that they\nare "
-            "what `generator.shapes_tasks()` gives. gym/tasks.py serves them as `make_tasks(\"shapes\")` and\n"
-            '`make_tasks("shapes_val")`.\n"""\n\n'
+def shapes_module_text(tasks: list[Task], split: str = "shapes") -> str:
+    """The text of the module that stores `split` (gym/shapes_split.py or gym/shapes_val_split.py)."""
+    rows = tuple((t.name, t.source, t.public_tests, t.hidden_tests) for t in tasks)
+    which = "reserved" if split == "shapes" else "reserved validation"
+    return (f'"""The `{split}` split: {len(tasks)} tasks from the task generator\'s {which} templates (seed '
+            f"{SHAPES_SEED}).\n\nWritten by `python -m bugfix_rl.gym.generator`; do not edit: "
+            "tests/test_generator.py checks that it is\nwhat `generator.shapes_tasks()` gives. "
+            f'gym/tasks.py serves it as `make_tasks("{split}")`.\n"""\n\n'
             "# (name, buggy source, public tests, hidden tests)\n"
-            f"SHAPES = {_rows(shapes)}\n\nSHAPES_VAL = {_rows(shapes_val)}\n")
+            f"{SPLIT_MODULES[split][1]} = {pprint.pformat(rows, width=110)}\n")
 
 
 if __name__ == "__main__":
     from pathlib import Path
 
-    path = Path(__file__).with_name("shapes_split.py")
-    path.write_text(shapes_module_text(shapes_tasks(), shapes_tasks(split="shapes_val")))
-    print(f"wrote {path}")
+    for split, (file_name, _) in SPLIT_MODULES.items():
+        path = Path(__file__).with_name(file_name)
+        path.write_text(shapes_module_text(shapes_tasks(split=split), split))
+        print(f"wrote {path}")

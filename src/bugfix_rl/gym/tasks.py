@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bugfix_rl.gym.shapes_split import SHAPES, SHAPES_VAL
+from bugfix_rl.gym.shapes_split import SHAPES
+from bugfix_rl.gym.shapes_val_split import SHAPES_VAL
 
 FAMILIES = ("minmax", "range", "compare", "zero", "init")
 FIX_OPS = ("swap_minmax", "fix_range_end", "fix_comparison", "add_zero_guard", "fix_init")
