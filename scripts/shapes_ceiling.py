@@ -16,7 +16,8 @@ at the end, and on the held-out split at the end; then the paired interval over 
 reserved - training, at the end. No checkpoint selection: both arms are read at the same steps.
 `--split shapes_val` reads the `shapes_val` split in its place (the JSON's "shapes" readings are then
 that split's, and its "split" says so): a recipe for new shapes is chosen there, and the `shapes` split
-is left unread until the choice is made.
+is left unread until the choice is made. It takes `--arms training` only (the reserved arm's pool is the
+`shapes` templates').
 
 The `reserved` arm trains on the shapes split's templates, so its shapes number is not a held-out
 one: it says whether this agent can learn those shapes at all when RL shows them (the ceiling), not
@@ -222,6 +223,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.widen_edits and args.base == "reserved":
         parser.error("--widen-edits builds the base from the training pool: not with --base reserved")
+    if args.split == "shapes_val" and ("reserved" in args.arms or args.base == "reserved"):
+        parser.error("--split shapes_val reads the training arm only: the reserved arm trains on the shapes "
+                     "split's templates, which says nothing of a ceiling on shapes_val (use --arms training)")
     if not 0 <= args.widen_edits <= 1 or args.widen_lines < 1:
         parser.error("--widen-edits takes a share in [0, 1] and --widen-lines a count of at least 1")
     cfg = composed(args.exp, args.seed, args.threads, args.set)

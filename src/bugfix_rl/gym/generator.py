@@ -407,7 +407,8 @@ def shapes_module_text(tasks: list[Task], split: str = "shapes") -> str:
     which = "reserved" if split == "shapes" else "reserved validation"
     return (f'"""The `{split}` split: {len(tasks)} tasks from the task generator\'s {which} templates (seed '
             f"{SHAPES_SEED}).\n\nWritten by `python -m bugfix_rl.gym.generator`; do not edit: "
-            "tests/test_generator.py checks that it is\nwhat `generator.shapes_tasks()` gives. "
+            "tests/test_generator.py checks that it is\nwhat `generator.shapes_tasks("
+            + ("" if split == "shapes" else f'split="{split}"') + ")` gives. "
             f'gym/tasks.py serves it as `make_tasks("{split}")`.\n"""\n\n'
             "# (name, buggy source, public tests, hidden tests)\n"
             f"{SPLIT_MODULES[split][1]} = {pprint.pformat(rows, width=110)}\n")

@@ -25,8 +25,9 @@ out. This module composes a fresh body form on every call from a family's pieces
 The families' rules of gym/templates.py hold for every draw (only minmax calls min/max, only range
 calls range, only zero divides, only compare compares with `<`/`>`, every loop ends under every op);
 the generator's checks decide whether a drawn task is sound, as for any template. A draw whose body
-holds every line of a `shapes` task's body (gym/generator.py) is dropped, so the grammar never hands
-training a reserved template's line combination; single lines of one may occur, as in any Python.
+holds every line of a `shapes` or `shapes_val` task's body (gym/generator.py) is dropped, so the grammar
+never hands training a reserved template's line combination; single lines of one may occur, as in any
+Python.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ comparison's later operands (those are evaluated lazily or in their own scope), 
 then decide, as for any draw, whether the reshaped task is sound.
 
 `body_form` names a body's form (names and constants blanked), so that a reshaped training body equal
-to a reserved template's form can be dropped: training must not see the `shapes` split's body forms.
+to a reserved template's form can be dropped: training must not see the `shapes` or `shapes_val`
+splits' body forms.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The `shapes_val` split: 50 tasks from the task generator's reserved validation templates (seed 0).
 
 Written by `python -m bugfix_rl.gym.generator`; do not edit: tests/test_generator.py checks that it is
-what `generator.shapes_tasks()` gives. gym/tasks.py serves it as `make_tasks("shapes_val")`.
+what `generator.shapes_tasks(split="shapes_val")` gives. gym/tasks.py serves it as `make_tasks("shapes_val")`.
 """
 
 # (name, buggy source, public tests, hidden tests)

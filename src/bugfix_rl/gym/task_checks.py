@@ -10,7 +10,8 @@ A task is sound when:
 - the scripted oracle solves it in the edit menu (read, the keyword rule's edit, test, submit:
   reward 1) and in the tools env (Read, the Edit of the fix op's lines and `Bash pytest` in one turn,
   then the final answer: reward 1, graded by the sandbox as every tools episode is), each under a
-  renamed function, with every compact turn shorter than TinyAgent's action limit.
+  renamed function, with every compact turn shorter than TinyAgent's action limit, and with the Read
+  it acts on shown whole (a long body's listing cut at the observation cap rejects the task).
 
 The tools episode is the env's own, through the compact front-end TinyAgent sees (`ToolsEnv.step`),
 with one departure: the sandbox work is batched (`_GradedLater`). The final files of many episodes
@@ -29,6 +30,7 @@ from bugfix_rl.gym.edit_menu import RENAME_POOL, EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.ops import code_states
 from bugfix_rl.gym.tasks import FIX_OPS, Task
 from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
+from bugfix_rl.gym.tools.render import CUT
 from bugfix_rl.sandbox import CallResult, RunResult, grade_many
 
 
@@ -74,7 +76,7 @@ class _GradedLater:
     `task_problems` grades the final file afterwards on the real sandbox, a round of episodes in one
     grade_many, and asks what the env pays 1 for (reward=hidden: every hidden case passes); the leak
     canary cannot fire here, the oracle's observations being the source listing and that empty run.
-    tests/test_generator.py runs whole episodes on the real sandbox for the `shapes` split."""
+    tests/test_generator.py runs whole episodes on the real sandbox for the `shapes` and `shapes_val` splits."""
 
     def run_tests(self, files, command, *args, **kwargs) -> RunResult:
         return RunResult("", 0, "ok", 0.0)
@@ -88,10 +90,9 @@ def tools_oracle_episode(task: Task) -> tuple[str | None, str, str]:
     env = ToolsEnv(task, ToolsEnvConfig(), _shown_name(task), _GradedLater())
     policy, observation, longest = ToolsOraclePolicy(), env.reset(), 0
     while not env.done:
-        try:
-            words = policy(observation)
-        except ValueError as error:  # e.g. a Read cut at the observation cap: no whole listing to edit
-            return f"the tools oracle cannot act on its observation ({error})", "", env.shown_name
+        if observation.split()[-1:] == [CUT]:  # a Read cut at the observation cap: no whole listing to edit
+            return "the tools oracle's Read is cut at the observation cap", "", env.shown_name
+        words = policy(observation)
         longest = max(longest, len(words))
         observation = env.step(words)
     info, problem = env.info, None

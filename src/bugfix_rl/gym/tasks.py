@@ -32,7 +32,7 @@ class Task:
     name: 'family/variant'; fn_name: the function's own name (renamed per episode by the env);
     source: buggy Python source defining `fn_name`; public_tests / hidden_tests: (args, expected)
     pairs; fix_op: the one op in FIX_OPS that repairs the bug; split: 'train' or 'heldout' (a
-    generated task: 'train' or 'shapes', gym/generator.py).
+    generated task: 'train', 'shapes' or 'shapes_val', gym/generator.py).
     """
 
     name: str

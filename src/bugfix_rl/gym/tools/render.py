@@ -21,6 +21,8 @@ from bugfix_rl.gym.tools.calls import ToolResult
 from bugfix_rl.gym.tools.code_words import code_to_words, file_lines, listing_words
 from bugfix_rl.gym.tools.syntax_compact import CALL_SEPARATOR
 
+CUT = "..."  # the word that ends an observation cut at its cap
+
 
 def render_text(result: ToolResult) -> str:
     """The JSON front-end's view of one result (the body of one <tool_response>)."""
@@ -97,7 +99,7 @@ def result_words(result: ToolResult, max_words: int) -> list[str]:
         text = result.text if result.brief is None else result.brief
         words = code_to_words("\n".join(line for line in file_lines(text) if line.strip()))
     if len(words) > max_words:
-        words = words[:max_words] + ["..."]
+        words = words[:max_words] + [CUT]
     return words or ["ok"]
 
 
