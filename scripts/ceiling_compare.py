@@ -48,14 +48,14 @@ def main() -> None:
                                                       per_task_rates(args.b, args.arm, split))
         if len(read_a | read_b) > 1:
             raise SystemExit(f"error: the files read different splits ({', '.join(sorted(read_a | read_b))})")
-        split = read_a.pop() if split == "shapes" else split
+        name = read_a.pop() if split == "shapes" else split  # the split the runs read: shapes or shapes_val
         for label, rates, seeds in (("a", a, seeds_a), ("b", b, seeds_b)):
             per_seed = ", ".join(f"seed {s} {r:.3f}" for s, r in zip(seeds, rates.mean(-1).tolist()))
-            print(f"{split}: {label}: {per_seed}; mean {rates.mean():.3f} ({rates.shape[1]} tasks)")
+            print(f"{name}: {label}: {per_seed}; mean {rates.mean():.3f} ({rates.shape[1]} tasks)")
         if a.shape[-1] != b.shape[-1] or min(len(seeds_a), len(seeds_b)) < 2:
             raise SystemExit("error: each arm needs at least 2 seeds' files, read on the same tasks")
         diff = arm_difference(a, b)
-        print(f"{split}: a - b {float(diff.diff):+.3f} [{float(diff.lo):+.3f}, {float(diff.hi):+.3f}] "
+        print(f"{name}: a - b {float(diff.diff):+.3f} [{float(diff.lo):+.3f}, {float(diff.hi):+.3f}] "
               f"(seed-aware: {a.shape[0]} + {b.shape[0]} seeds, {a.shape[1]} tasks)")
 
 
