@@ -64,6 +64,7 @@ from bugfix_rl.gym.agents import scripted_tools
 from bugfix_rl.gym.agents.scripted_tools import line_edit
 from bugfix_rl.gym.envs import env_sandbox, make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.gym.templates import RESERVED_TEMPLATES
 from bugfix_rl.gym.tools.code_words import file_lines
 from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.policy.build import build_tokenizer_for
@@ -88,7 +89,7 @@ def reserved_pool(n: int, seed: int, sandbox, templates: list[str] | None = None
     """The book's training tasks and n checked tasks from the reserved templates (only those named in
     `templates` when given), families in turn, none with the source of a `shapes` task."""
     shapes = {task.source for task in make_tasks("shapes")}
-    chosen = [t for t in generator.RESERVED_TEMPLATES if templates is None or t.id in templates]
+    chosen = [t for t in RESERVED_TEMPLATES if templates is None or t.id in templates]
     by_family = [group for family in generator.FAMILIES if (group := tuple(t for t in chosen if t.family == family))]
     plan = [by_family[i % len(by_family)] for i in range(n + n // 4)]  # a margin for dropped draws
     drawn = generator._generate(plan, random.Random(seed), "train", sandbox)  # noqa: SLF001  the generator's checks

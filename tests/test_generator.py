@@ -17,7 +17,7 @@ from bugfix_rl.gym.generator import CONSTANTS, NAMES, generated_tasks, shapes_mo
 from bugfix_rl.gym.shape_variants import unseen_heldout_line_shapes
 from bugfix_rl.gym.task_checks import task_problems
 from bugfix_rl.gym.tasks import ALL_TASKS, FAMILIES, FIX_OPS, Task, make_tasks, operand_names
-from bugfix_rl.gym.templates import RESERVED_TEMPLATES, TRAINING_TEMPLATES, VALIDATION_TEMPLATES
+from bugfix_rl.gym.templates import SPLIT_TEMPLATES, TRAINING_TEMPLATES
 from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
 from sandboxes import start_sandbox
 
@@ -107,7 +107,7 @@ def test_shapes_split_is_sound_and_held_out_by_shape(split, generated, sandbox):
     for family in FAMILIES:
         assert sum(t.family == family for t in shapes) >= 10
     assert_sound(shapes, sandbox)
-    reserved = {t.id for t in (RESERVED_TEMPLATES if split == "shapes" else VALIDATION_TEMPLATES)}
+    reserved = {t.id for t in SPLIT_TEMPLATES[split]}
     training = {t.id for t in TRAINING_TEMPLATES}
     assert {template_id(t) for t in shapes} == reserved and not reserved & training
     assert {t.split for t in shapes} == {split}

@@ -67,7 +67,7 @@ from bugfix_rl.gym.reshape import body_form, reshape
 from bugfix_rl.gym.shape_variants import _blanked, unseen_heldout_line_shapes
 from bugfix_rl.gym.task_checks import task_problems
 from bugfix_rl.gym.tasks import ALL_TASKS, FAMILIES, FAMILY_OP, FIX_OPS, OPERAND_POOL, Task, make_tasks, operand_names
-from bugfix_rl.gym.templates import INT_KINDS, RESERVED_TEMPLATES, TRAINING_TEMPLATES, VALIDATION_TEMPLATES, Template
+from bugfix_rl.gym.templates import HELD_OUT_TEMPLATES, INT_KINDS, SPLIT_TEMPLATES, TRAINING_TEMPLATES, Template
 from bugfix_rl.sandbox import Sandbox, SandboxConfig
 
 SHAPES_SEED = 0
@@ -171,7 +171,7 @@ def _template_forms(template: Template) -> set[str]:
 
 
 # every held-out template's forms, the `shapes` split's and the `shapes_val` split's
-RESERVED_FORMS = frozenset().union(*(_template_forms(t) for t in RESERVED_TEMPLATES + VALIDATION_TEMPLATES))
+RESERVED_FORMS = frozenset().union(*(_template_forms(t) for t in HELD_OUT_TEMPLATES))
 
 
 def _build(template: Template, rng: random.Random, reshape_share: float = 0.0):
@@ -379,7 +379,7 @@ def training_pool(env_cfg=None, sandbox=None) -> list[Task]:
     n, seed, started = env_cfg.generated_tasks, env_cfg.generated_seed, time.perf_counter()
     print(f"generating {n} training tasks (env.generated_tasks, seed {seed})", file=sys.stderr, flush=True)
     generated = generated_tasks(n, seed, sandbox, env_cfg.generated_reshape, env_cfg.generated_grammar)
-    held_out = {template.id for template in RESERVED_TEMPLATES + VALIDATION_TEMPLATES}
+    held_out = {template.id for template in HELD_OUT_TEMPLATES}
     leaked = sorted({template_id(task) for task in generated} & held_out)
     assert not leaked, f"generated training tasks from the shapes splits' templates: {leaked}"
     print(f"generated {n} training tasks in {time.perf_counter() - started:.1f} s; with the book's {len(tasks)}, "
@@ -390,10 +390,9 @@ def training_pool(env_cfg=None, sandbox=None) -> list[Task]:
 def shapes_tasks(seed: int = SHAPES_SEED, per_family: int = 10, sandbox=None, split: str = "shapes") -> list[Task]:
     """The `shapes` split afresh (or, with split='shapes_val', the `shapes_val` one): per family,
     `per_family` tasks from the split's reserved templates in turn."""
-    templates = {"shapes": RESERVED_TEMPLATES, "shapes_val": VALIDATION_TEMPLATES}[split]
     plan = []
     for family in FAMILIES:
-        reserved = [t for t in templates if t.family == family]
+        reserved = [t for t in SPLIT_TEMPLATES[split] if t.family == family]
         plan += [(reserved[i % len(reserved)],) for i in range(per_family)]
     return _generate(plan, random.Random(seed), split, sandbox)
 

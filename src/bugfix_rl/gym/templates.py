@@ -162,3 +162,5 @@ TEMPLATES: tuple[Template, ...] = (
 TRAINING_TEMPLATES = tuple(t for t in TEMPLATES if not t.reserved)
 RESERVED_TEMPLATES = tuple(t for t in TEMPLATES if t.reserved and not t.validation)  # the `shapes` split's
 VALIDATION_TEMPLATES = tuple(t for t in TEMPLATES if t.validation)  # the `shapes_val` split's
+HELD_OUT_TEMPLATES = tuple(t for t in TEMPLATES if t.reserved)  # both splits': no training draw uses them
+SPLIT_TEMPLATES = {"shapes": RESERVED_TEMPLATES, "shapes_val": VALIDATION_TEMPLATES}
