@@ -14,12 +14,24 @@ does not make (the `old_string`), a fix it does not choose (`max` for `min`), a 
 `--source FILE` probes a task of your own instead: FILE holds a function in the style of
 gym/tasks.py, graded with the tests of the first task named (only the episode is needed, not the
 reward, so the tests need not fit).
+
+    .venv/bin/python scripts/probe_oracle.py <checkpoint> --by-kind shapes_val pool
+    .venv/bin/python scripts/probe_oracle.py --exp tools_generated --set policy.copy_lookup=true --by-kind shapes_val
+
+`--by-kind SPLIT ...` plays the oracle on every task of each split (`pool`: 50 tasks drawn with seed 0
+from the run's training pool, generated tasks included) and prints the mean log-prob per task of the
+oracle's policy tokens by kind (token_kinds): in the Edit's old_string the line's first word, the rest
+where the policy would rather have ended old_string there, the rest otherwise, and its end; in
+new_string the copies of old_string's token in the same place and the changes; and the other tokens.
+`--exp NAME` probes the starting policy (the RL base) of `+exp=NAME` with `--set` overrides instead of a
+checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import random
 import sys
 from pathlib import Path
 
@@ -28,9 +40,11 @@ import torch
 
 from bugfix_rl.algo.update import token_logprobs
 from bugfix_rl.checkpoint import CheckpointError
+from bugfix_rl.config import ConfigError
 from bugfix_rl.evaluate.checkpoint_eval import load_policy
 from bugfix_rl.gym.envs import make_env_factory, oracle_for
-from bugfix_rl.gym.tasks import make_tasks
+from bugfix_rl.gym.tasks import SPLITS, make_tasks
+from bugfix_rl.gym.tools.code_words import INDENT
 from bugfix_rl.rollout.sampler import scripted_episode
 from bugfix_rl.types import collate
 
@@ -58,23 +72,134 @@ def probe(model, tokenizer, make_env, oracle, task, shown_name: str = "nova",
     return words, float((logp * batch.mask[0]).sum())
 
 
+KINDS = ("line choice", "rest: would stop", "rest: copy", "old end", "new copies", "new changes", "other")
+
+
+def token_kinds(words: list[str], chosen: list[bool]) -> list[str | None]:
+    """The kind (KINDS, without the two `rest` ones: "rest") of each policy word of an oracle episode; None
+    for the env's words. In old_string: the first words up to and with the first that is not an indent
+    ("line choice"), the others ("rest"), and `new` ("old end"); in new_string: a word equal to
+    old_string's in the same place ("new copies") or not ("new changes"), up to the call's end."""
+    kinds, state, old, k = [], "other", [], 0
+    for word, by_policy in zip(words, chosen):
+        if not by_policy:
+            kinds.append(None)
+            state = "other"
+            continue
+        if state == "old" and word == "new":
+            kinds.append("old end")
+            state, k = "new", 0
+        elif state in ("old", "old line"):
+            kinds.append("line choice" if state == "old line" else "rest")
+            old.append(word)
+            state = "old line" if state == "old line" and word == INDENT else "old"
+        elif state == "new" and word not in (";", "<eoa>"):
+            kinds.append("new copies" if k < len(old) and old[k] == word else "new changes")
+            k += 1
+        else:
+            kinds.append("other")
+            state = "old line" if word == "old" else "other"
+            old = [] if word == "old" else old
+    return kinds
+
+
+def kind_totals(model, tokenizer, trajectory) -> dict[str, float]:
+    """{kind: summed log-prob of the oracle's policy tokens of that kind} for one oracle trajectory; a
+    `rest` token counts as "rest: would stop" where the policy gives `new` more than the token."""
+    batch = collate([trajectory], tokenizer.pad_id)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(batch.ids)[0, :-1], -1)  # [T-1, V]
+    ids = trajectory.ids
+    words = [tokenizer.word(int(token), trajectory.oov_words) for token in ids]
+    new_id = ids[words.index("new")] if "new" in words else None
+    totals = dict.fromkeys(KINDS, 0.0)
+    for t, kind in enumerate(token_kinds(words, trajectory.policy_mask)):
+        if kind is None or t == 0:
+            continue
+        value = float(logp[t - 1, ids[t]])
+        if kind == "rest":
+            kind = "rest: would stop" if new_id is not None and float(logp[t - 1, new_id]) > value else "rest: copy"
+        totals[kind] += value
+    return totals
+
+
 def _preferred(best: list) -> str:
     return " | " + ", ".join(f"{w} {p:.2f}" for w, p in best) if best else ""
 
 
+def starting_policy(exp: str, overrides: list[str]):
+    """(model, tokenizer, cfg): the starting policy of `+exp=exp` with `overrides` (its RL base)."""
+    from hydra import compose, initialize_config_dir
+
+    from bugfix_rl.cli import CONF_DIR
+    from bugfix_rl.config import register_configs, to_object
+    from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.recipes.starting_policy import build_starting_policy
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = to_object(compose("train", overrides=[f"exp={exp}", *overrides]))
+    tokenizer = build_tokenizer_for(cfg)
+    return build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env).eval(), tokenizer, cfg
+
+
+def split_tasks(split: str, env_cfg, sandbox) -> list:
+    """The tasks of a split; `pool`: 50 drawn with seed 0 from the run's training pool."""
+    if split != "pool":
+        return make_tasks(split)
+    from bugfix_rl.gym.generator import training_pool
+
+    pool = training_pool(env_cfg, sandbox)
+    return random.Random(0).sample(pool, min(50, len(pool)))
+
+
+def print_by_kind(model, tokenizer, cfg, splits: list[str]) -> None:
+    """Mean log-prob per task of the oracle's policy tokens by kind, one row per split."""
+    make_env, close_env = make_env_factory(cfg.env)
+    try:
+        print("split".ljust(12) + "".join(kind.rjust(18) for kind in KINDS) + "   tasks")
+        for split in splits:
+            tasks = split_tasks(split, cfg.env, make_env.sandbox)
+            sums = dict.fromkeys(KINDS, 0.0)
+            for task in tasks:
+                trajectory = scripted_episode(oracle_for(cfg.env)(), make_env(task, "nova"), tokenizer)
+                for kind, value in kind_totals(model, tokenizer, trajectory).items():
+                    sums[kind] += value
+            print(split.ljust(12) + "".join(f"{sums[k] / len(tasks):18.3f}" for k in KINDS) + f"   {len(tasks)}")
+    finally:
+        close_env()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkpoint")
-    parser.add_argument("tasks", nargs="+", help="task names (bugfix-rl's gym: minmax/saturate, ...)")
+    parser.add_argument("checkpoint", nargs="?", help="a training checkpoint (or --exp)")
+    parser.add_argument("tasks", nargs="*", help="task names (bugfix-rl's gym: minmax/saturate, ...)")
     parser.add_argument("--below", type=float, default=0.9, help="print p for policy tokens below this")
     parser.add_argument("--source", type=Path, help="probe this function's source with the first task's tests")
     parser.add_argument("--top", type=int, default=0, help="also print the policy's K likeliest words there")
+    parser.add_argument("--by-kind", nargs="+", metavar="SPLIT", help="log-prob by token kind over these splits")
+    parser.add_argument("--exp", help="probe the RL base of +exp=EXP instead of a checkpoint")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for --exp")
     args = parser.parse_args()
+    if (args.checkpoint is None) == (args.exp is None):
+        parser.error("give a checkpoint or --exp, not both")
+    if not args.by_kind and not args.tasks:
+        parser.error("give task names or --by-kind SPLIT ...")
+    unknown = [s for s in args.by_kind or [] if s != "pool" and s not in SPLITS]
+    if unknown:
+        parser.error(f"unknown split {unknown[0]!r}; valid: pool, {', '.join(SPLITS)}")
     try:
-        policy = load_policy(args.checkpoint)
+        if args.exp:
+            model, tokenizer, cfg = starting_policy(args.exp, args.set)
+        else:
+            policy = load_policy(args.checkpoint)
+            model, tokenizer, cfg = policy.model, policy.tokenizer, policy.cfg
         source = args.source.read_text() if args.source else None
-    except (CheckpointError, OSError) as err:  # one line, exit 1: a wrong path is not a crash
+    except (CheckpointError, OSError, ConfigError) as err:  # one line, exit 1: a wrong path is not a crash
         sys.exit(f"probe_oracle: {err}")
+    if args.by_kind:
+        print_by_kind(model, tokenizer, cfg, args.by_kind)
+        return
     by_name = {t.name: t for t in make_tasks("all")}
     unknown = [name for name in args.tasks if name not in by_name]
     if unknown:
@@ -82,11 +207,10 @@ def main() -> None:
     tasks = [by_name[name] for name in args.tasks]
     if source is not None:
         tasks = [dataclasses.replace(tasks[0], source=source, name=f"{tasks[0].name}~probe")]
-    make_env, close_env = make_env_factory(policy.cfg.env)
+    make_env, close_env = make_env_factory(cfg.env)
     try:
         for task in tasks:
-            words, total = probe(policy.model, policy.tokenizer, make_env, oracle_for(policy.cfg.env), task,
-                                 top=args.top)
+            words, total = probe(model, tokenizer, make_env, oracle_for(cfg.env), task, top=args.top)
             shown = [w if p is None or p >= args.below else f"{w}[{p:.2f}{_preferred(best)}]" for w, p, best in words
                      if p is not None or w == "<eoo>"]
             print(f"## {task.name}: log-prob of the oracle's policy tokens {total:.2f}")

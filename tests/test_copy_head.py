@@ -299,6 +299,8 @@ def test_every_architecture_switch_and_the_kernels_change_the_base_key(monkeypat
     keys.append(key())
     cfg.policy.copy_resume_next = True
     keys.append(key())
+    cfg.policy.copy_lookup = True
+    keys.append(key())
     monkeypatch.setattr(rl_base, "kernel_signature", lambda: "aten=AVX512 mkl_cbwr=auto onednn=auto")
     keys.append(key())
     assert len(set(keys)) == len(keys), keys

@@ -126,3 +126,25 @@ def test_a_base_built_by_other_code_is_not_loaded(tmp_path, monkeypatch):
     assert rl_base.base_code_version.__wrapped__(copy) == real
     source.write_text(source.read_text() + "\nNEW_CONSTANT = 1\n")
     assert rl_base.base_code_version.__wrapped__(copy) != real
+
+
+def test_the_base_code_holds_every_module_the_model_is_built_from():
+    """A module that TinyAgent's code imports from bugfix_rl.policy is hashed into the base key: a base
+    built with copy_lookup.py's first rule once kept its key after the rule changed."""
+    import ast
+    from fnmatch import fnmatch
+
+    from bugfix_rl.recipes import rl_base
+
+    package = Path(rl_base.__file__).resolve().parents[1]
+    seen, todo = set(), ["policy/tiny.py"]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for node in ast.walk(ast.parse((package / path).read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bugfix_rl.policy."):
+                todo.append(node.module.removeprefix("bugfix_rl.").replace(".", "/") + ".py")
+    assert {"policy/copy_head.py", "policy/copy_lookup.py", "policy/tokenizer.py"} <= seen
+    assert [p for p in sorted(seen) if not any(fnmatch(p, pattern) for pattern in rl_base.BASE_CODE)] == []

@@ -71,8 +71,7 @@ def tiny_agent_config(loaded) -> dict:
         "max_len": arch.max_len, "layer_norm_eps": 1e-5, "activation": "gelu", "tie_word_embeddings": True,
         **{name: getattr(arch, name) for name in COPY_FIELDS},
         "identifier_ids": identifier_ids(tokenizer) if arch.shared_identifier_embedding else None,
-        "edit_markers": (list(edit_marker_ids(tokenizer)) if arch.copy_edit_align or arch.copy_edit_resume
-                         else None),
+        "edit_markers": list(edit_marker_ids(tokenizer)) if arch.reads_edit_markers else None,
         "pad_token_id": tokenizer.pad_id, "bos_token_id": tokenizer.bos_id,
         "end_of_action_token_id": tokenizer.end_of_action_id,
         "end_of_observation_token_id": tokenizer.end_of_observation_id,

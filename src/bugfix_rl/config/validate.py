@@ -71,7 +71,7 @@ def validate(cfg) -> None:
         raise ConfigError(f"seed={cfg.seed} must be >= 0")
     if cfg.policy.copy_softcap < 0:
         raise ConfigError(f"policy.copy_softcap={cfg.policy.copy_softcap} must be >= 0 (0 = no cap)")
-    for switch in ("copy_edit_align", "copy_edit_resume"):
+    for switch in ("copy_edit_align", "copy_edit_resume", "copy_lookup"):
         if getattr(cfg.policy, switch) and not (cfg.policy.copy_head and cfg.env.name == "tools"):
             raise ConfigError(f"policy.{switch} needs policy.copy_head=true and env=tools (it reads Edit's old/new)")
     if cfg.policy.compile_decode and cfg.policy.generation_cache != "static":

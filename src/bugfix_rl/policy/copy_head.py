@@ -55,6 +55,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from bugfix_rl.policy.copy_lookup import initial_kind_bias, lookup_mixture_log_probs, lookup_target, suffix_runs
+
 
 def mixture_log_probs(vocab_logits: torch.Tensor, gate_logit: torch.Tensor, attention: torch.Tensor,
                       context_ids: torch.Tensor) -> torch.Tensor:
@@ -136,6 +138,11 @@ class ResumeState:
         """[B] copied_run where the pointer is inside old_string, else -1."""
         return torch.where(self.current() >= 0, self.copied_run, -1)
 
+    def exhausted(self) -> torch.Tensor:
+        """[B] bool: inside a new_string whose pointer has passed old_string's end (until the call ends,
+        another `old` or `new`)."""
+        return (self.pointer >= 0) & (self.pointer >= self.new_at)
+
 
 def advance_resume(state: ResumeState, token: torch.Tensor, t, seq: torch.Tensor, valid: torch.Tensor,
                    markers: tuple[int, int, list[int]]) -> None:
@@ -164,11 +171,13 @@ def advance_resume(state: ResumeState, token: torch.Tensor, t, seq: torch.Tensor
         setattr(state, name, torch.where(valid, value, getattr(state, name)))
 
 
-def edit_resume_pointer(ids: torch.Tensor, old_id: int, new_id: int,
-                        end_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+def edit_resume_pointer(ids: torch.Tensor, old_id: int, new_id: int, end_ids: list[int],
+                        with_exhausted: bool = False):
     """For each position t of ids [B, T], the old_string position the copy pointer holds after reading
     ids[:, : t + 1] (module doc), else -1; and the run of copied tokens up to t it has confirmed
-    (ResumeState.copied_run), -1 where the pointer is not active. Two [B, T] long tensors.
+    (ResumeState.copied_run), -1 where the pointer is not active. Two [B, T] long tensors; with
+    with_exhausted a third, [B, T] bool: where the pointer has passed old_string's end
+    (ResumeState.exhausted).
 
     Active from a call's `new` that follows its `old` with no end token (`;`, end of action or of
     observation) between them, until an end token, another `old` or `new`, or the pointer leaving
@@ -178,10 +187,11 @@ def edit_resume_pointer(ids: torch.Tensor, old_id: int, new_id: int,
     starts = (ids == new_id).nonzero().tolist()
     pointers = torch.full((B, T), -1, dtype=torch.long)
     runs = torch.full((B, T), -1, dtype=torch.long)
+    exhausted = torch.zeros((B, T), dtype=torch.bool)
     if not starts:
-        return pointers, runs
+        return (pointers, runs, exhausted) if with_exhausted else (pointers, runs)
     rows, ends = ids.tolist(), set(end_ids)
-    at_b, at_t, value, run_value = [], [], [], []
+    at_b, at_t, value, run_value, past_b, past_t = [], [], [], [], [], []
     for b, new_at in starts:
         row, old_at = rows[b], new_at - 1
         while old_at >= 0 and row[old_at] != old_id and row[old_at] not in ends:
@@ -200,10 +210,20 @@ def edit_resume_pointer(ids: torch.Tensor, old_id: int, new_id: int,
                 pointer, run = pointer + 2, run + 1
             else:
                 run = 0
+        else:  # the pointer left old_string at t (at `new` itself for an empty old_string): it stays
+            # past its end until the call ends, another `old` or `new`
+            while with_exhausted:
+                past_b.append(b), past_t.append(t)
+                t += 1
+                if t >= T or row[t] in ends or row[t] in (old_id, new_id):
+                    break
     index = (torch.tensor(at_b, dtype=torch.long), torch.tensor(at_t, dtype=torch.long))
     pointers[index] = torch.tensor(value, dtype=torch.long)
     runs[index] = torch.tensor(run_value, dtype=torch.long)
-    return pointers, runs
+    if not with_exhausted:
+        return pointers, runs
+    exhausted[torch.tensor(past_b, dtype=torch.long), torch.tensor(past_t, dtype=torch.long)] = True
+    return pointers, runs, exhausted
 
 
 def resume_next_target(ids: torch.Tensor, pointer: torch.Tensor, copied_run: torch.Tensor, last: torch.Tensor,
@@ -242,13 +262,13 @@ def shifted(ids: torch.Tensor, n: int, fill: int) -> torch.Tensor:
 class CopyHead(nn.Module):
     def __init__(self, d_model: int, copy_dim: int, ngram: int, softcap: float = 0.0, suffix_match: bool = False,
                  edit_markers: tuple[int, int, list[int]] | None = None, align: bool = False, resume: bool = False,
-                 resume_cut: bool = False, resume_next: bool = False):
+                 resume_cut: bool = False, resume_next: bool = False, lookup: bool = False):
         """edit_markers: (id of `old`, id of `new`, ids that end a call), read by the aligned-position
-        (align) and the copy-pointer (resume) features and by the pointer's cut of the match (resume_cut;
-        module doc)."""
+        (align) and the copy-pointer (resume) features, by the pointer's cut of the match (resume_cut;
+        module doc) and by the lookup output (lookup; policy/copy_lookup.py)."""
         super().__init__()
-        if (align or resume) and edit_markers is None:
-            raise ValueError("the align and resume features need edit_markers")
+        if (align or resume or lookup) and edit_markers is None:
+            raise ValueError("the align, resume and lookup features need edit_markers")
         if resume_cut and not resume:
             raise ValueError("resume_cut reads the copy pointer: it needs resume")
         self.resume_cut = resume_cut
@@ -271,6 +291,24 @@ class CopyHead(nn.Module):
         self.ngram = ngram
         # a prior towards copying a continuation: Adam moves a scalar ~lr per step, too slowly from 0
         self.match_weight = nn.Parameter(torch.full((ngram,), 3.0))
+        self.lookup = lookup
+        if lookup:  # no random draw: every other parameter starts as it does without the lookup
+            self.lookup_gate = nn.Parameter(torch.zeros(d_model))  # the gate reads h_t; at first only the kind
+            self.kind_bias = nn.Parameter(initial_kind_bias(ngram))
+
+    @property
+    def reads_pointer(self) -> bool:
+        """Whether the copy pointer's state is needed (the resume feature or the lookup output)."""
+        return self.resume or self.lookup
+
+    def _lookup_terms(self, hidden: torch.Tensor, runs: torch.Tensor, visible: torch.Tensor,
+                      pointer: torch.Tensor, exhausted: torch.Tensor, ids: torch.Tensor):
+        """(lookup_logit, lookup_ids), each [...] (the queries' shape): the gate logit of the lookup
+        term (-inf where it has no target) and the id it writes. hidden [..., C]; ids [B, J] the context."""
+        target, kind = lookup_target(runs, visible, pointer, exhausted)  # [B, Q] or [B]
+        logit = hidden @ self.lookup_gate + self.kind_bias[kind]
+        rows = torch.arange(ids.shape[0]).view(-1, *([1] * (target.dim() - 1))).expand_as(target)
+        return torch.where(target >= 0, logit, float("-inf")), ids[rows, target.clamp(min=0)]
 
     def mixture_full(self, hidden: torch.Tensor, vocab_logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Full causal pass: hidden [B, T, C], vocab_logits [B, T, V], ids [B, T] -> log P [B, T, V]."""
@@ -279,7 +317,8 @@ class CopyHead(nn.Module):
         scores = soft_capped(scores, self.softcap)  # [B, T, T]
         query_ids = torch.stack([shifted(ids, n - 1, -2) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
         candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
-        pointer, copied_run = edit_resume_pointer(ids, *self.edit_markers) if self.resume else (None, None)  # [B, T]
+        pointer, copied_run, exhausted = (edit_resume_pointer(ids, *self.edit_markers, with_exhausted=True)
+                                          if self.reads_pointer else (None, None, None))  # [B, T] each
         limit = resume_match_limit(copied_run, self.ngram) if self.resume_cut else None  # [B, T]
         scores = scores + match_scores(query_ids, candidate_prev, self.match_weight, self.suffix_match,
                                        limit)  # [B, T, T]
@@ -293,6 +332,11 @@ class CopyHead(nn.Module):
             scores = scores + self.next_weight * (torch.arange(T)[None, None, :] == after[:, :, None])
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         attention = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+        if self.lookup:
+            lookup_logit, lookup_ids = self._lookup_terms(hidden, suffix_runs(query_ids, candidate_prev), causal,
+                                                          pointer, exhausted, ids)  # [B, T] each
+            return lookup_mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
+                                            ids[:, None, :].expand(B, T, T), lookup_logit, lookup_ids)
         return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
                                  ids[:, None, :].expand(B, T, T))
 
@@ -309,7 +353,8 @@ class CopyHead(nn.Module):
                                  for n in range(1, self.ngram + 1)], -1)  # [B, N]
         candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, J, N]
         # the scan state the cache advanced over every fed token (TinyAgent.forward_step), as in mixture_full
-        pointer, copied_run = (cache.resume.current(), cache.resume.current_run()) if self.resume else (None, None)
+        pointer, copied_run = ((cache.resume.current(), cache.resume.current_run()) if self.reads_pointer
+                               else (None, None))
         limit = resume_match_limit(copied_run, self.ngram)[:, None] if self.resume_cut else None  # [B, 1]
         scores = scores + match_scores(query_ids[:, None, :], candidate_prev, self.match_weight,
                                        self.suffix_match, limit).squeeze(1)
@@ -323,4 +368,10 @@ class CopyHead(nn.Module):
             scores = scores + self.next_weight * (torch.arange(used)[None, :] == after[:, None])
         visible = torch.arange(used)[None, :] < lengths.clamp(min=1)[:, None]
         attention = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        if self.lookup:
+            runs = suffix_runs(query_ids[:, None, :], candidate_prev).squeeze(1)  # [B, J]
+            lookup_logit, lookup_ids = self._lookup_terms(hidden, runs, visible, pointer,
+                                                          cache.resume.exhausted(), ids.clamp(min=0))  # [B] each
+            return lookup_mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
+                                            ids.clamp(min=0), lookup_logit, lookup_ids)
         return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention, ids.clamp(min=0))

@@ -59,7 +59,13 @@ class TinyAgentConfig:
     copy_edit_resume: bool = PolicyConfig.copy_edit_resume
     copy_resume_cut: bool = PolicyConfig.copy_resume_cut
     copy_resume_next: bool = PolicyConfig.copy_resume_next
+    copy_lookup: bool = PolicyConfig.copy_lookup
     shared_identifier_embedding: bool = PolicyConfig.shared_identifier_embedding
+
+    @property
+    def reads_edit_markers(self) -> bool:
+        """Whether the copy head needs the ids of `old`, `new` and the call ends."""
+        return self.copy_edit_align or self.copy_edit_resume or self.copy_lookup
 
 
 class KVCache:
@@ -149,8 +155,9 @@ class TinyAgent(nn.Module):
         shared_identifier_embedding); edit_markers: the ids of `old`, `new` and the call-ending tokens
         (used with copy_edit_align and copy_edit_resume)."""
         super().__init__()
-        if (cfg.copy_edit_align or cfg.copy_edit_resume) and edit_markers is None:
-            raise ValueError("copy_edit_align / copy_edit_resume need the vocabulary's ids of old, new and the call ends")
+        if cfg.reads_edit_markers and edit_markers is None:
+            raise ValueError("copy_edit_align / copy_edit_resume / copy_lookup need the vocabulary's ids of old, new "
+                             "and the call ends")
         self.cfg, self.oov_slots = cfg, oov_slots
         self.vocab_size = vocab_size + oov_slots  # ids read and written: the words, then the slots
         self.token_embedding = nn.Embedding(vocab_size, cfg.d_model)
@@ -159,7 +166,8 @@ class TinyAgent(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.copy = (CopyHead(cfg.d_model, cfg.copy_dim, cfg.copy_ngram, cfg.copy_softcap, cfg.copy_suffix_match,
                               edit_markers, align=cfg.copy_edit_align, resume=cfg.copy_edit_resume,
-                              resume_cut=cfg.copy_resume_cut, resume_next=cfg.copy_resume_next)
+                              resume_cut=cfg.copy_resume_cut, resume_next=cfg.copy_resume_next,
+                              lookup=cfg.copy_lookup)
                      if cfg.copy_head else None)
         if cfg.shared_identifier_embedding:
             if not identifier_ids:
@@ -303,7 +311,7 @@ class TinyAgent(nn.Module):
         rows, at = torch.arange(B)[:, None].expand(B, q)[real], positions[real]
         cache.ids[rows, at] = ids[real]
         cache.copy_keys[rows, at] = self.copy.key(hidden[real])
-        if self.copy.resume:  # the pointer reads the fed tokens in order, as the full pass does
+        if self.copy.reads_pointer:  # the pointer reads the fed tokens in order, as the full pass does
             for i in range(q):
                 advance_resume(cache.resume, ids[:, i], positions[:, i], cache.ids, real[:, i], self.copy.edit_markers)
         cache.lengths += n_new
@@ -314,7 +322,7 @@ class TinyAgent(nn.Module):
 # ---------------------------------------------------------------- from the config
 
 COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "copy_softcap", "copy_suffix_match", "copy_edit_align",
-               "copy_edit_resume", "copy_resume_cut", "copy_resume_next", "shared_identifier_embedding")
+               "copy_edit_resume", "copy_resume_cut", "copy_resume_next", "copy_lookup", "shared_identifier_embedding")
 
 
 def architecture(policy_cfg) -> TinyAgentConfig:
@@ -325,6 +333,6 @@ def architecture(policy_cfg) -> TinyAgentConfig:
 def new_tiny_agent(tokenizer: Tokenizer, arch: TinyAgentConfig) -> TinyAgent:
     """A freshly initialised TinyAgent for this vocabulary (identifier ids filled in when needed)."""
     ids = identifier_ids(tokenizer) if arch.shared_identifier_embedding else None
-    markers = edit_marker_ids(tokenizer) if (arch.copy_edit_align or arch.copy_edit_resume) else None
+    markers = edit_marker_ids(tokenizer) if arch.reads_edit_markers else None
     return TinyAgent(len(tokenizer.words), arch, identifier_ids=ids, edit_markers=markers,
                      oov_slots=tokenizer.oov_slots)

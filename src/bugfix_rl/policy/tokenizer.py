@@ -141,9 +141,10 @@ def identifier_ids(tokenizer: Tokenizer) -> list[int]:
 
 def edit_marker_ids(tokenizer: Tokenizer) -> tuple[int, int, list[int]]:
     """(id of `old`, id of `new`, ids of the tokens that end a tool call: `;`, end of action, end of
-    observation): what TinyAgent's copy_edit_align and copy_edit_resume features read (policy/copy_head.py)."""
+    observation): what TinyAgent's copy_edit_align, copy_edit_resume and copy_lookup read (policy/copy_head.py)."""
     missing = [w for w in ("old", "new", ";") if w not in tokenizer._ids]
     if missing:
-        raise ValueError(f"copy_edit_align / copy_edit_resume need the tools vocabulary (no {', '.join(missing)} in this one)")
+        raise ValueError(f"copy_edit_align / copy_edit_resume / copy_lookup need the tools vocabulary "
+                         f"(no {', '.join(missing)} in this one)")
     ends = [tokenizer._ids[w] for w in (";", END_OF_ACTION, END_OF_OBSERVATION)]
     return tokenizer._ids["old"], tokenizer._ids["new"], ends

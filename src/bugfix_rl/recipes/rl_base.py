@@ -121,8 +121,8 @@ def shipped_base(path: Path) -> Path:
 # The code a base's weights depend on besides its recipe: the gym (tasks, envs, renderings, and the scripted
 # agents in gym/agents), how their episodes are tokenised and collated (types.py), the model and behaviour
 # cloning.
-BASE_CODE = ("gym/**/*.py", "policy/tiny.py", "policy/copy_head.py", "policy/tokenizer.py", "recipes/rl_base.py",
-             "rollout/sampler.py", "types.py", "algo/sft.py", "algo/packing.py")
+BASE_CODE = ("gym/**/*.py", "policy/tiny.py", "policy/copy_head.py", "policy/copy_lookup.py", "policy/tokenizer.py",
+             "recipes/rl_base.py", "rollout/sampler.py", "types.py", "algo/sft.py", "algo/packing.py")
 
 
 @functools.lru_cache(maxsize=2)
