@@ -42,6 +42,11 @@ replacement is copied, so right after `>=` is written for `>` it still points at
 comes next. After an insertion the pointed token comes next, after a replacement the one after it;
 the two learned weights (w_next starts at 0) and the learned score tell them apart.
 
+With `copy_lookup`, a third term of the mixture writes one token chosen by exact rules, under a gate of
+its own: the pointed old_string token in new_string, else the continuation of the longest matching run
+(policy/copy_lookup.py). The features above decide which position the attention copies; the lookup's
+token is not in that softmax, so no learned score can outvote it, only its gate.
+
 Every consumer works on log P (the sampler samples from it, the trainer recomputes it, ratios, KL and
 entropy use it), so token-in/token-out stays exact (docs/TOOLS.md, "What makes it learnable: a copy head").
 """
