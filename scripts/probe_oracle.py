@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import random
 import sys
 from pathlib import Path
@@ -42,7 +43,7 @@ from bugfix_rl.algo.update import token_logprobs
 from bugfix_rl.checkpoint import CheckpointError
 from bugfix_rl.config import ConfigError
 from bugfix_rl.evaluate.checkpoint_eval import load_policy
-from bugfix_rl.gym.envs import make_env_factory, oracle_for
+from bugfix_rl.gym.envs import env_sandbox, make_env_factory, oracle_for
 from bugfix_rl.gym.tasks import SPLITS, make_tasks
 from bugfix_rl.gym.tools.code_words import INDENT
 from bugfix_rl.rollout.sampler import scripted_episode
@@ -78,29 +79,44 @@ KINDS = ("line choice", "rest: would stop", "rest: copy", "old end", "new copies
 def token_kinds(words: list[str], chosen: list[bool]) -> list[str | None]:
     """The kind (KINDS, without the two `rest` ones: "rest") of each policy word of an oracle episode; None
     for the env's words. In old_string: the first words up to and with the first that is not an indent
-    ("line choice"), the others ("rest"), and `new` ("old end"); in new_string: a word equal to
-    old_string's in the same place ("new copies") or not ("new changes"), up to the call's end."""
-    kinds, state, old, k = [], "other", [], 0
-    for word, by_policy in zip(words, chosen):
+    ("line choice"), the others ("rest"), and `new` ("old end"); in new_string, up to the call's end: a
+    word of a block that difflib matches with old_string ("new copies", so copies after an insertion
+    count as copies) or not ("new changes"); everything else "other"."""
+    kinds, state, old, new_at = [], "other", [], []
+    for t, (word, by_policy) in enumerate(zip(words, chosen)):
+        if state == "new" and (not by_policy or word in (";", "<eoa>")):
+            _label_new_string(kinds, words, old, new_at)
+            state = "other"
         if not by_policy:
             kinds.append(None)
             state = "other"
-            continue
-        if state == "old" and word == "new":
+        elif state == "old" and word == "new":
             kinds.append("old end")
-            state, k = "new", 0
+            state, new_at = "new", []
         elif state in ("old", "old line"):
             kinds.append("line choice" if state == "old line" else "rest")
             old.append(word)
             state = "old line" if state == "old line" and word == INDENT else "old"
-        elif state == "new" and word not in (";", "<eoa>"):
-            kinds.append("new copies" if k < len(old) and old[k] == word else "new changes")
-            k += 1
+        elif state == "new":
+            kinds.append("new")  # labelled once new_string ends
+            new_at.append(t)
         else:
             kinds.append("other")
             state = "old line" if word == "old" else "other"
             old = [] if word == "old" else old
+    if state == "new":
+        _label_new_string(kinds, words, old, new_at)
     return kinds
+
+
+def _label_new_string(kinds: list, words: list[str], old: list[str], new_at: list[int]) -> None:
+    """Label new_string's positions `new_at` in kinds: copies where difflib aligns them with old_string."""
+    new = [words[t] for t in new_at]
+    copied = set()
+    for block in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
+        copied.update(range(block.b, block.b + block.size))
+    for k, t in enumerate(new_at):
+        kinds[t] = "new copies" if k in copied else "new changes"
 
 
 def kind_totals(model, tokenizer, trajectory) -> dict[str, float]:
@@ -159,7 +175,7 @@ def print_by_kind(model, tokenizer, cfg, splits: list[str]) -> None:
     try:
         print("split".ljust(12) + "".join(kind.rjust(18) for kind in KINDS) + "   tasks")
         for split in splits:
-            tasks = split_tasks(split, cfg.env, make_env.sandbox)
+            tasks = split_tasks(split, cfg.env, env_sandbox(make_env))
             sums = dict.fromkeys(KINDS, 0.0)
             for task in tasks:
                 trajectory = scripted_episode(oracle_for(cfg.env)(), make_env(task, "nova"), tokenizer)
@@ -182,7 +198,7 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for --exp")
     args = parser.parse_args()
     if (args.checkpoint is None) == (args.exp is None):
-        parser.error("give a checkpoint or --exp, not both")
+        parser.error("give a checkpoint or --exp (one of the two)")
     if not args.by_kind and not args.tasks:
         parser.error("give task names or --by-kind SPLIT ...")
     unknown = [s for s in args.by_kind or [] if s != "pool" and s not in SPLITS]

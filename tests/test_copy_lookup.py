@@ -23,9 +23,10 @@ def _targets(ids: torch.Tensor, ngram: int = 3) -> tuple[list, list]:
     T = ids.shape[1]
     query = torch.stack([shifted(ids, n - 1, -2) for n in range(1, ngram + 1)], -1)
     prev = torch.stack([shifted(ids, n, -1) for n in range(1, ngram + 1)], -1)
-    pointer, _, exhausted = edit_resume_pointer(ids, OLD, NEW, ENDS, with_exhausted=True)
+    pointer, copied_run, exhausted = edit_resume_pointer(ids, OLD, NEW, ENDS, with_exhausted=True)
     causal = torch.ones(T, T, dtype=torch.bool).tril()
-    target, kind = lookup_target(suffix_runs(query, prev), causal, pointer, exhausted)
+    following = (copied_run > 0) | (ids == NEW)
+    target, kind = lookup_target(suffix_runs(query, prev), causal, pointer, following, exhausted)
     return target[0].tolist(), kind[0].tolist()
 
 
@@ -45,6 +46,17 @@ def test_lookup_targets_by_hand():
     # pointer reaches `new` (8), old_string is used up: none from there until the call ends
     assert (target[8], kind[8]) == (6, 0) and (target[9], kind[9]) == (7, 0)
     assert target[10:] == [-1, -1, -1]
+
+
+def test_after_a_change_the_lookup_waits_for_the_next_copy():
+    """old `20 40 41 42 43` (`a min ( x )`), new `20 44 41 42 43` (`a max ( x )`): after `44` (not the
+    pointed 40) no target, though the pointer still sits on 40; `41` is the token after it, the pointer
+    jumps and confirms it, and the lookup offers 42 again."""
+    #                   0   1   2   3   4   5  6   7   8   9
+    ids = torch.tensor([[5, 20, 40, 41, 42, 43, 6, 20, 44, 41]])
+    target, kind = _targets(ids)
+    # t=6 `new`: old's first (1); t=7 copied 20: 2 (40); t=8 `44`: none; t=9 `41` confirmed: 4 (42)
+    assert target[6:] == [1, 2, -1, 4] and kind[6:] == [0, 0, 0, 0]
 
 
 def test_the_latest_of_the_longest_runs_wins():
@@ -173,3 +185,9 @@ def test_the_probe_sorts_the_oracles_tokens_by_kind():
     assert [w for w, k in new_string if k == "new changes"] == ["min"]
     assert all(k == "new copies" for w, k in new_string if w != "min")
     assert [k for _, k in by_word[29:]] == ["other", "other", "other", "other", None, None, "other", "other"]
+    # an insertion: the tokens after it are still copies (difflib's alignment, not the position)
+    words = "Edit f.py old for i in range ( n ) : new for i in range ( n + 1 ) : <eoa>".split()
+    kinds = dict(zip(range(len(words)), module.token_kinds(words, [True] * len(words))))
+    new_at = words.index("new")
+    assert [words[t] for t in kinds if t > new_at and kinds[t] == "new changes"] == ["+", "1"]
+    assert [kinds[t] for t in range(len(words) - 3, len(words))] == ["new copies", "new copies", "other"]

@@ -74,6 +74,9 @@ def validate(cfg) -> None:
     for switch in ("copy_edit_align", "copy_edit_resume", "copy_lookup"):
         if getattr(cfg.policy, switch) and not (cfg.policy.copy_head and cfg.env.name == "tools"):
             raise ConfigError(f"policy.{switch} needs policy.copy_head=true and env=tools (it reads Edit's old/new)")
+    if cfg.policy.copy_lookup and cfg.policy.copy_ngram < 2:  # policy/copy_lookup.py MIN_RUN
+        raise ConfigError(f"policy.copy_lookup needs policy.copy_ngram >= 2 (it follows runs of 2 or more matching "
+                          f"tokens), not {cfg.policy.copy_ngram}")
     if cfg.policy.compile_decode and cfg.policy.generation_cache != "static":
         raise ConfigError("policy.compile_decode needs policy.generation_cache=static (fixed shapes to compile)")
     for switch in ("copy_resume_cut", "copy_resume_next"):

@@ -71,7 +71,7 @@ class TinyAgentConfig:
 class KVCache:
     """Per-layer keys/values [B, H, capacity, head_dim] and each row's filled length [B]; with a copy
     head also the copy keys [B, capacity, copy_dim], the token ids [B, capacity] (-1 = empty) and the
-    copy pointer's scan state (copy_head.ResumeState, read by copy_edit_resume)."""
+    copy pointer's scan state (copy_head.ResumeState, read by copy_edit_resume and copy_lookup)."""
 
     def __init__(self, n_layers: int, batch: int, n_heads: int, capacity: int, head_dim: int, copy_dim: int = 0):
         shape = (batch, n_heads, capacity, head_dim)
@@ -153,7 +153,7 @@ class TinyAgent(nn.Module):
         """vocab_size: the words (ids with an embedding); oov_slots: the per-episode slot ids after them
         (module doc); identifier_ids: the vocabulary ids of operand names (used with
         shared_identifier_embedding); edit_markers: the ids of `old`, `new` and the call-ending tokens
-        (used with copy_edit_align and copy_edit_resume)."""
+        (used with copy_edit_align, copy_edit_resume and copy_lookup)."""
         super().__init__()
         if cfg.reads_edit_markers and edit_markers is None:
             raise ValueError("copy_edit_align / copy_edit_resume / copy_lookup need the vocabulary's ids of old, new "
