@@ -1,12 +1,14 @@
 """Two arms of `scripts/shapes_ceiling.py` runs, seed-aware: the numbers its reading rules judge.
 
     .venv/bin/python scripts/ceiling_compare.py --a widen0.json widen1.json widen2.json \
-        --b control0.json control1.json control2.json [--arm training]
+        --b control0.json control1.json control2.json [--arm training] [--a-step 30] [--b-step 60]
 
 Each file is one seed's `shapes_ceiling.py --out` (the same arm in every file). For the split the runs
 read at their steps (`shapes`, or `shapes_val` with --split; all files must have read the same one) at
 the last step, and for the held-out split: each seed's pass@1, the arm's mean, and a - b with the
 seed-aware interval over the tasks (evaluate/intervals.arm_difference: seeds need not be paired).
+`--a-step` / `--b-step` read an arm's split at another step it was read at (shapes_ceiling.py reads step 0,
+half way and the end); the held-out split is read at the end only, so it is left out then.
 """
 
 from __future__ import annotations
@@ -21,14 +23,17 @@ import torch
 from bugfix_rl.evaluate.intervals import arm_difference
 
 
-def per_task_rates(files: list[Path], arm: str, split: str) -> tuple[torch.Tensor, list[int], set[str]]:
+def per_task_rates(files: list[Path], arm: str, split: str,
+                   step: int | None = None) -> tuple[torch.Tensor, list[int], set[str]]:
     """[seeds, tasks] pass rates of `arm` on `split` ("shapes": the split the runs read at their steps, at
-    the last step; or "heldout"), the seeds, and the names of the splits read ("shapes" or "shapes_val")."""
+    `step`, default the last; or "heldout"), the seeds, and the names of the splits read ("shapes" or
+    "shapes_val")."""
     rows, seeds, read = [], [], set()
     for path in files:
         try:
             run = json.loads(path.read_text())
-            result = run["arms"][arm]["heldout"] if split == "heldout" else run["arms"][arm]["shapes"][str(run["steps"])]
+            at = str(run["steps"] if step is None else step)
+            result = run["arms"][arm]["heldout"] if split == "heldout" else run["arms"][arm]["shapes"][at]
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise SystemExit(f"error: {path} is not a shapes_ceiling.py --out file with arm {arm!r}: {error!r}")
         rows.append([count / result["n"] for count in result["per_task"]])
@@ -42,13 +47,18 @@ def main() -> None:
     parser.add_argument("--a", nargs="+", type=Path, required=True, help="arm a: one JSON per seed")
     parser.add_argument("--b", nargs="+", type=Path, required=True, help="arm b: one JSON per seed")
     parser.add_argument("--arm", default="training", help="the arm of shapes_ceiling.py read in each file")
+    parser.add_argument("--a-step", type=int, help="read arm a's split at this step (default: its last)")
+    parser.add_argument("--b-step", type=int, help="read arm b's split at this step (default: its last)")
     args = parser.parse_args()
-    for split in ("shapes", "heldout"):
-        (a, seeds_a, read_a), (b, seeds_b, read_b) = (per_task_rates(args.a, args.arm, split),
-                                                      per_task_rates(args.b, args.arm, split))
+    at_the_end = args.a_step is None and args.b_step is None
+    for split in ("shapes", "heldout") if at_the_end else ("shapes",):
+        (a, seeds_a, read_a), (b, seeds_b, read_b) = (per_task_rates(args.a, args.arm, split, args.a_step),
+                                                      per_task_rates(args.b, args.arm, split, args.b_step))
         if len(read_a | read_b) > 1:
             raise SystemExit(f"error: the files read different splits ({', '.join(sorted(read_a | read_b))})")
         name = read_a.pop() if split == "shapes" else split  # the split the runs read: shapes or shapes_val
+        if not at_the_end:
+            name += f" (a at step {args.a_step or 'last'}, b at step {args.b_step or 'last'})"
         for label, rates, seeds in (("a", a, seeds_a), ("b", b, seeds_b)):
             per_seed = ", ".join(f"seed {s} {r:.3f}" for s, r in zip(seeds, rates.mean(-1).tolist()))
             print(f"{name}: {label}: {per_seed}; mean {rates.mean():.3f} ({rates.shape[1]} tasks)")
