@@ -1,0 +1,44 @@
+"""scripts/ceiling_compare.py on hand-made shapes_ceiling.py files: which step each arm is read at."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from repo_scripts import load_script
+
+
+def _run_file(path, seed: int, per_step: dict[int, list[int]], heldout: list[int]):
+    """A shapes_ceiling.py --out file of one seed: the training arm's shapes_val counts (of 4) per step."""
+    arm = {"shapes": {str(step): {"per_task": counts, "n": 4} for step, counts in per_step.items()},
+           "heldout": {"per_task": heldout, "n": 4}}
+    path.write_text(json.dumps({"seed": seed, "steps": max(per_step), "split": "shapes_val",
+                                "arms": {"training": arm}}))
+    return str(path)
+
+
+def _compare(monkeypatch, capsys, *args) -> list[str]:
+    monkeypatch.setattr(sys, "argv", ["ceiling_compare.py", *args])
+    load_script("ceiling_compare").main()
+    return capsys.readouterr().out.splitlines()
+
+
+def test_each_arm_is_read_at_its_own_step(tmp_path, monkeypatch, capsys):
+    a = [_run_file(tmp_path / f"a{s}.json", s, {0: [0, 0], 30: [4, 2], 60: [2, 2]}, [1, 1]) for s in (0, 1)]
+    b = [_run_file(tmp_path / f"b{s}.json", s, {0: [0, 0], 30: [0, 0], 60: [2, 0]}, [2, 2]) for s in (0, 1)]
+    last = _compare(monkeypatch, capsys, "--a", *a, "--b", *b)
+    # at the last step: a 0.5, b 0.25; held-out read too
+    assert "mean 0.500" in last[0] and "mean 0.250" in last[1] and last[2].startswith("shapes_val: a - b +0.250")
+    assert any(line.startswith("heldout: a - b -0.250") for line in last)
+    stepped = _compare(monkeypatch, capsys, "--a", *a, "--b", *b, "--a-step", "30")
+    # a at step 30 (0.75) against b at its last (0.25); no held-out line, which is read at the end only
+    assert "a at step 30, b at step last" in stepped[0] and "mean 0.750" in stepped[0]
+    assert stepped[2].startswith("shapes_val (a at step 30, b at step last): a - b +0.500")
+    assert not any(line.startswith("heldout") for line in stepped)
+
+
+def test_a_step_the_runs_did_not_read_is_one_line(tmp_path, monkeypatch, capsys):
+    a = [_run_file(tmp_path / f"a{s}.json", s, {0: [0], 60: [1]}, [1]) for s in (0, 1)]
+    with pytest.raises(SystemExit, match="is not a shapes_ceiling.py --out file"):
+        _compare(monkeypatch, capsys, "--a", *a, "--b", *a, "--a-step", "45")
