@@ -23,10 +23,9 @@ def _targets(ids: torch.Tensor, ngram: int = 3) -> tuple[list, list]:
     T = ids.shape[1]
     query = torch.stack([shifted(ids, n - 1, -2) for n in range(1, ngram + 1)], -1)
     prev = torch.stack([shifted(ids, n, -1) for n in range(1, ngram + 1)], -1)
-    pointer, copied_run, exhausted = edit_resume_pointer(ids, OLD, NEW, ENDS, with_exhausted=True)
+    pointer, _, exhausted = edit_resume_pointer(ids, OLD, NEW, ENDS, with_exhausted=True)
     causal = torch.ones(T, T, dtype=torch.bool).tril()
-    following = (copied_run > 0) | (ids == NEW)
-    target, kind = lookup_target(suffix_runs(query, prev), causal, pointer, following, exhausted)
+    target, kind = lookup_target(suffix_runs(query, prev), causal, pointer, exhausted)
     return target[0].tolist(), kind[0].tolist()
 
 
@@ -48,15 +47,15 @@ def test_lookup_targets_by_hand():
     assert target[10:] == [-1, -1, -1]
 
 
-def test_after_a_change_the_lookup_waits_for_the_next_copy():
+def test_after_a_change_the_lookup_follows_the_pointer_where_it_sits():
     """old `20 40 41 42 43` (`a min ( x )`), new `20 44 41 42 43` (`a max ( x )`): after `44` (not the
-    pointed 40) no target, though the pointer still sits on 40; `41` is the token after it, the pointer
-    jumps and confirms it, and the lookup offers 42 again."""
+    pointed 40) the pointer still sits on 40 and the lookup offers it (the measured choice, module doc);
+    `41` is the token after it, the pointer jumps and the lookup offers 42."""
     #                   0   1   2   3   4   5  6   7   8   9
     ids = torch.tensor([[5, 20, 40, 41, 42, 43, 6, 20, 44, 41]])
     target, kind = _targets(ids)
-    # t=6 `new`: old's first (1); t=7 copied 20: 2 (40); t=8 `44`: none; t=9 `41` confirmed: 4 (42)
-    assert target[6:] == [1, 2, -1, 4] and kind[6:] == [0, 0, 0, 0]
+    # t=6 `new`: old's first (1); t=7 copied 20: 2 (40); t=8 `44`: still 2; t=9 `41` after the pointed: 4 (42)
+    assert target[6:] == [1, 2, 2, 4] and kind[6:] == [0, 0, 0, 0]
 
 
 def test_the_latest_of_the_longest_runs_wins():

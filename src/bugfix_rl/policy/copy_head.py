@@ -306,13 +306,11 @@ class CopyHead(nn.Module):
         """Whether the copy pointer's state is needed (the resume feature or the lookup output)."""
         return self.resume or self.lookup
 
-    def _lookup_terms(self, hidden: torch.Tensor, runs: torch.Tensor, visible: torch.Tensor, pointer: torch.Tensor,
-                      copied_run: torch.Tensor, last_ids: torch.Tensor, exhausted: torch.Tensor, ids: torch.Tensor):
+    def _lookup_terms(self, hidden: torch.Tensor, runs: torch.Tensor, visible: torch.Tensor,
+                      pointer: torch.Tensor, exhausted: torch.Tensor, ids: torch.Tensor):
         """(lookup_logit, lookup_ids), each [...] (the queries' shape): the gate logit of the lookup
-        term (-inf where it has no target) and the id it writes. hidden [..., C]; pointer, copied_run,
-        last_ids (the token each query position holds), exhausted: [...]; ids [B, J] the context."""
-        following = (copied_run > 0) | (last_ids == self.edit_markers[1])  # after a confirmed copy, or `new`
-        target, kind = lookup_target(runs, visible, pointer, following, exhausted)  # [B, Q] or [B]
+        term (-inf where it has no target) and the id it writes. hidden [..., C]; ids [B, J] the context."""
+        target, kind = lookup_target(runs, visible, pointer, exhausted)  # [B, Q] or [B]
         logit = hidden @ self.lookup_gate + self.kind_bias[kind]
         rows = torch.arange(ids.shape[0]).view(-1, *([1] * (target.dim() - 1))).expand_as(target)
         return torch.where(target >= 0, logit, float("-inf")), ids[rows, target.clamp(min=0)]
@@ -341,7 +339,7 @@ class CopyHead(nn.Module):
         attention = scores.masked_fill(~causal, float("-inf")).softmax(-1)
         if self.lookup:
             lookup_logit, lookup_ids = self._lookup_terms(hidden, suffix_runs(query_ids, candidate_prev), causal,
-                                                          pointer, copied_run, ids, exhausted[0], ids)  # [B, T] each
+                                                          pointer, exhausted[0], ids)  # [B, T] each
             return lookup_mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
                                             ids[:, None, :].expand(B, T, T), lookup_logit, lookup_ids)
         return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
@@ -377,7 +375,7 @@ class CopyHead(nn.Module):
         attention = scores.masked_fill(~visible, float("-inf")).softmax(-1)
         if self.lookup:
             runs = suffix_runs(query_ids[:, None, :], candidate_prev).squeeze(1)  # [B, J]
-            lookup_logit, lookup_ids = self._lookup_terms(hidden, runs, visible, pointer, copied_run, query_ids[:, 0],
+            lookup_logit, lookup_ids = self._lookup_terms(hidden, runs, visible, pointer,
                                                           cache.resume.exhausted(), ids.clamp(min=0))  # [B] each
             return lookup_mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
                                             ids.clamp(min=0), lookup_logit, lookup_ids)

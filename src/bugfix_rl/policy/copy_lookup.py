@@ -9,11 +9,11 @@ At the position that predicts token t+1, with final hidden state h_t:
 The first two terms are copy_head.py's mixture (there g_v = sigmoid(gate), g_c = 1 - g_v). The target:
 
 - inside an Edit's new_string, while the copy pointer (copy_head.ResumeState) is inside old_string,
-  the pointed token (kind 0) right after `new` and after each token the pointer confirmed as a copy:
-  new_string is old_string with a few tokens changed; after a token it did not confirm (a change), none
-  until it confirms one again (in the oracle's Edits on training tasks the token after a change is the
-  pointed one 111 times, the one after it 131 times and neither 489 times: a pointer that still sits on
-  the replaced `min` after `max` was written would offer `min` again);
+  the pointed token (kind 0): new_string is old_string with a few tokens changed. Right after a change
+  the pointer still sits on the changed token (`min` after `max` was written for it), and the lookup
+  offers it again; a version that offered nothing there until the pointer confirmed a copy (in the
+  oracle's Edits the token after a change is the pointed one 111 times, the one after it 131 times and
+  neither 489 times) did worse after RL on new shapes (docs/TOOLS.md), so this one stays;
 - inside new_string once the pointer has passed old_string's end, none: new_string should end;
 - elsewhere, the token after the latest of the longest runs of context tokens equal to the last ones
   (prompt lookup decoding's rule), runs of MIN_RUN to copy_ngram tokens (kind n - MIN_RUN + 1 for a run
@@ -54,15 +54,14 @@ def suffix_runs(query_ids: torch.Tensor, candidate_prev_ids: torch.Tensor) -> to
     return runs
 
 
-def lookup_target(runs: torch.Tensor, visible: torch.Tensor, pointer: torch.Tensor, following: torch.Tensor,
+def lookup_target(runs: torch.Tensor, visible: torch.Tensor, pointer: torch.Tensor,
                   exhausted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(target, kind), each [..., Q] long: the position whose token the lookup writes (-1 = none) and its
     kind (0 = the copy pointer, n - MIN_RUN + 1 = a run of n tokens; 0 where there is no target).
 
     runs [..., Q, J] (suffix_runs); visible [..., Q, J] bool (the candidates each query may read);
-    pointer [..., Q] the copy pointer's old_string position (-1 = not inside old_string); following
-    [..., Q] bool (the last token is `new` or a copy the pointer confirmed); exhausted [..., Q] bool
-    (inside new_string, the pointer past old_string's end)."""
+    pointer [..., Q] the copy pointer's old_string position (-1 = not inside old_string); exhausted
+    [..., Q] bool (inside new_string, the pointer past old_string's end)."""
     J = runs.shape[-1]
     order = torch.arange(J)
     # the longest run first, the latest position among equals: run * (J + 1) + position
@@ -71,7 +70,7 @@ def lookup_target(runs: torch.Tensor, visible: torch.Tensor, pointer: torch.Tens
     target = torch.where(matched, score % (J + 1), -1)
     kind = torch.where(matched, score // (J + 1) - MIN_RUN + 1, 0)
     inside = pointer >= 0
-    target = torch.where(inside, torch.where(following, pointer, -1), torch.where(exhausted, -1, target))
+    target = torch.where(inside, pointer, torch.where(exhausted, -1, target))
     kind = torch.where(inside | exhausted, 0, kind)
     return target, kind
 
