@@ -47,7 +47,8 @@ def smoke_run(tmp_path_factory) -> Path:
         patch.setenv("WANDB_MODE", "offline")
         patch.setenv("WANDB_DIR", str(run_dir))
         patch.setenv("WANDB_SILENT", "true")
-        run_cli(["train", "+exp=smoke", "logger=wandb", "logger.console=false", *COMMON, f"hydra.run.dir={run_dir}"])
+        run_cli(["train", "+exp=smoke", "logger=wandb", "logger.console=false", "eval.shapes_val_n=1", *COMMON,
+                 f"hydra.run.dir={run_dir}"])
     return run_dir
 
 
@@ -212,6 +213,22 @@ def test_a_run_with_shapes_n_writes_the_shapes_evaluation_everywhere(sweep):
     assert "shapes gain / held-out gain:" in summary and "paired over 50 shapes tasks" in summary
     page = (run / "viewer.html").read_text()
     assert "<h2>Held-out</h2>" in page and "<h2>Shapes</h2>" in page and "all 50 shapes tasks x 1" in page
+
+
+def test_a_run_with_shapes_val_n_evaluates_the_validation_shapes(smoke_run):
+    """eval.shapes_val_n: the start and the chosen checkpoint on the 50 `shapes_val` tasks, in eval.json and
+    summary.md, so that a full run can be read where recipes for new shapes are chosen."""
+    from bugfix_rl.gym.tasks import make_tasks
+
+    result = json.loads((smoke_run / "eval.json").read_text())
+    assert "shapes" not in result  # eval.shapes_n is 0 there: one split does not bring the other
+    for key in ("shapes_val", "shapes_val_base"):
+        assert result[key]["tasks"] == 50 and result[key]["n"] == 1
+    assert result["shapes_val"]["tasks_names"] == [t.name for t in make_tasks("shapes_val")]
+    diff = result["shapes_val_paired_diff"]
+    assert diff["tasks"] == 50 and diff["ci"][0] <= diff["diff"] <= diff["ci"][1]
+    summary = (smoke_run / "summary.md").read_text()
+    assert "## shapes_val" in summary and "paired over 50 shapes_val tasks" in summary
 
 
 def test_report_without_runs_is_one_line_exit_2(tmp_path, capsys):

@@ -57,6 +57,10 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
         lines += ["", "## Shapes (function shapes held out from training)", "",
                   *start_chosen_lines(result, "shapes", cfg["seed"]), *gain_kept_lines(result), "",
                   f"Chosen checkpoint per task: {result['shapes']['per_task']} (of {result['shapes']['n']})."]
+    if "shapes_val" in result:
+        lines += ["", "## shapes_val (new function shapes for choosing a recipe)", "",
+                  *start_chosen_lines(result, "shapes_val", cfg["seed"]), "",
+                  f"Chosen checkpoint per task: {result['shapes_val']['per_task']} (of {result['shapes_val']['n']})."]
     train = result["train"]
     lines += ["", f"Late training reward (last 5 steps): {train['late_reward']:.3f}; exploit use at the end:"
               f" {train['late_exploit']:.2f}; final entropy {train['final_entropy']:.3f} nats;"
@@ -66,11 +70,11 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
     return path
 
 
-SPLIT_LABELS = {"heldout": "held-out", "shapes": "shapes"}  # eval.json key -> printed name
+SPLIT_LABELS = {"heldout": "held-out", "shapes": "shapes", "shapes_val": "shapes_val"}  # eval.json key -> printed name
 
 
 def start_chosen_lines(result: dict, split: str, seed: int) -> list[str]:
-    """Two lines for a start-vs-chosen split of eval.json ('heldout' or 'shapes'): both pass@1 with their
+    """Two lines for a start-vs-chosen split of eval.json ('heldout', 'shapes', 'shapes_val'): both pass@1 with their
     Wilson intervals, task and episode counts and the run's seed; then chosen - start paired over tasks."""
     chosen, start, d = result[split], result[f"{split}_base"], result[f"{split}_paired_diff"]
     label = SPLIT_LABELS[split]

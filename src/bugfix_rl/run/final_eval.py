@@ -56,6 +56,8 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
         evaluations.append(f"held-out (base and chosen, {len(make_tasks('heldout'))} tasks x {cfg.eval.heldout_n})")
     if cfg.eval.shapes_n > 0:
         evaluations.append(f"shapes (base and chosen, {len(make_tasks('shapes'))} tasks x {cfg.eval.shapes_n})")
+    if cfg.eval.shapes_val_n > 0:
+        evaluations.append(f"shapes_val (base and chosen, {len(make_tasks('shapes_val'))} tasks x {cfg.eval.shapes_val_n})")
     if evaluations:
         with progress.phase("final evaluation: " + ", ".join(evaluations), done="final evaluation done"), \
                 progress.stage("policies evaluated", 2 * len(evaluations)) as advance:
@@ -86,7 +88,9 @@ def final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, make
         result["test"] = test_evaluation(pair, cfg.eval, run_dir, episodes, advance)
     # (split, episodes per task, generator seed, viewer label): each its own seeded stream, after the test's
     for split, n, seed, label in (("heldout", cfg.eval.heldout_n, cfg.eval.heldout_seed_offset + cfg.seed, "held-out"),
-                                  ("shapes", cfg.eval.shapes_n, cfg.eval.shapes_seed_offset + cfg.seed, "shapes")):
+                                  ("shapes", cfg.eval.shapes_n, cfg.eval.shapes_seed_offset + cfg.seed, "shapes"),
+                                  ("shapes_val", cfg.eval.shapes_val_n, cfg.eval.shapes_seed_offset + cfg.seed,
+                                   "shapes_val")):
         if n > 0:
             result.update(split_evaluation(pair, split, n, seed, label, run_dir, episodes, advance))
     if "heldout" in result and "shapes" in result:
@@ -152,7 +156,7 @@ def test_evaluation(pair: BaseAndChosen, eval_cfg, run_dir: Path, episodes: dict
 def split_evaluation(pair: BaseAndChosen, split: str, n: int, seed: int, label: str, run_dir: Path,
                      episodes: dict, advance) -> dict:
     """The chosen checkpoint, then the run's starting policy, on the same tasks and stream of `split`
-    (heldout or shapes): {split, split_base, split_paired_diff}, before vs after paired over tasks,
+    (heldout, shapes or shapes_val): {split, split_base, split_paired_diff}, before vs after paired over tasks,
     with transcripts; the viewer gets these episodes when there was no test evaluation before."""
     chosen_sampled, base_sampled = [], []
     chosen = evaluate_with_transcripts(pair.chosen, pair.tokenizer, pair.make_env, split, n, seed, pair.temperature,
