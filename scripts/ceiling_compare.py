@@ -33,7 +33,10 @@ def per_task_rates(files: list[Path], arm: str, split: str,
         try:
             run = json.loads(path.read_text())
             at = str(run["steps"] if step is None else step)
-            result = run["arms"][arm]["heldout"] if split == "heldout" else run["arms"][arm]["shapes"][at]
+            readings = run["arms"][arm]["shapes"]
+            if split != "heldout" and at not in readings:
+                raise SystemExit(f"error: {path} read arm {arm!r} at steps {', '.join(readings)}, not {at}")
+            result = run["arms"][arm]["heldout"] if split == "heldout" else readings[at]
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise SystemExit(f"error: {path} is not a shapes_ceiling.py --out file with arm {arm!r}: {error!r}")
         rows.append([count / result["n"] for count in result["per_task"]])
@@ -58,7 +61,8 @@ def main() -> None:
             raise SystemExit(f"error: the files read different splits ({', '.join(sorted(read_a | read_b))})")
         name = read_a.pop() if split == "shapes" else split  # the split the runs read: shapes or shapes_val
         if not at_the_end:
-            name += f" (a at step {args.a_step or 'last'}, b at step {args.b_step or 'last'})"
+            name += (f" (a at step {'last' if args.a_step is None else args.a_step},"
+                     f" b at step {'last' if args.b_step is None else args.b_step})")
         for label, rates, seeds in (("a", a, seeds_a), ("b", b, seeds_b)):
             per_seed = ", ".join(f"seed {s} {r:.3f}" for s, r in zip(seeds, rates.mean(-1).tolist()))
             print(f"{name}: {label}: {per_seed}; mean {rates.mean():.3f} ({rates.shape[1]} tasks)")

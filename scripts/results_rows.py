@@ -18,7 +18,7 @@ from bugfix_rl.evaluate.ablation import compare_arms  # before torch: bugfix_rl 
 
 import torch
 
-SPLITS = (("test", "test"), ("heldout", "held-out"), ("shapes", "shapes"))  # eval.json key, printed name
+SPLITS = (("test", "test"), ("heldout", "held-out"), ("shapes", "shapes"), ("shapes_val", "shapes_val"))  # eval.json key, printed name
 
 
 def runs_under(paths: list[str]) -> list[dict]:

@@ -40,5 +40,14 @@ def test_each_arm_is_read_at_its_own_step(tmp_path, monkeypatch, capsys):
 
 def test_a_step_the_runs_did_not_read_is_one_line(tmp_path, monkeypatch, capsys):
     a = [_run_file(tmp_path / f"a{s}.json", s, {0: [0], 60: [1]}, [1]) for s in (0, 1)]
-    with pytest.raises(SystemExit, match="is not a shapes_ceiling.py --out file"):
+    with pytest.raises(SystemExit, match="read arm 'training' at steps 0, 60, not 45"):
         _compare(monkeypatch, capsys, "--a", *a, "--b", *a, "--a-step", "45")
+
+
+def test_step_zero_is_named_and_b_steps_alone(tmp_path, monkeypatch, capsys):
+    a = [_run_file(tmp_path / f"a{s}.json", s, {0: [1, 1], 60: [4, 4]}, [1]) for s in (0, 1)]
+    b = [_run_file(tmp_path / f"b{s}.json", s, {0: [2, 2], 60: [3, 3]}, [1]) for s in (0, 1)]
+    lines = _compare(monkeypatch, capsys, "--a", *a, "--b", *b, "--a-step", "0")
+    assert "(a at step 0, b at step last)" in lines[0] and "mean 0.250" in lines[0] and "mean 0.750" in lines[1]
+    lines = _compare(monkeypatch, capsys, "--a", *a, "--b", *b, "--b-step", "0")
+    assert "(a at step last, b at step 0)" in lines[0] and "mean 1.000" in lines[0] and "mean 0.500" in lines[1]

@@ -101,7 +101,7 @@ class TrainConsole:
             d = test["paired_diff"]
             self.print(f"chosen - base, paired over {d['tasks']} test tasks: {d['diff']:+.3f}"
                        f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]")
-        for split in ("heldout", "shapes"):  # the chosen checkpoint and the start on all tasks of the split
+        for split in ("heldout", "shapes", "shapes_val"):  # the chosen checkpoint and the start on all tasks of the split
             if split in result:
                 for line in start_chosen_lines(result, split, self.cfg.seed):
                     self.print(line)

@@ -1,5 +1,5 @@
 """summary.md of one run: the config line, checkpoint table, test report, and the dashboard figure;
-and the start-vs-chosen lines of the held-out and `shapes` evaluations that the console prints too."""
+and the start-vs-chosen lines of the held-out, `shapes` and `shapes_val` evaluations that the console prints too."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def final_metrics(result: dict) -> dict[str, float]:
             scores(f"test/{name}", result["test"][name])
     if "test" in result:
         difference("test/paired_diff", result["test"]["paired_diff"])
-    for split in ("heldout", "shapes"):
+    for split in ("heldout", "shapes", "shapes_val"):
         if split in result:
             scores(f"{split}/final", result[split])
             scores(f"{split}/base", result[f"{split}_base"])

@@ -1,8 +1,8 @@
 """The end of a run: choose the checkpoint on validation, evaluate the base and the chosen policy once
-on test (and on the held-out and the `shapes` tasks), and write eval.json and the reports.
+on test (and on the held-out, `shapes` and `shapes_val` tasks), and write eval.json and the reports.
 
 eval.json's keys, in order: chosen_step, stop, validation, config, run, replay, train, then test and
-each of heldout / shapes with its base run and paired difference, then shapes_gain_kept.
+each of heldout / shapes / shapes_val with its base run and paired difference, then shapes_gain_kept.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
 
 def final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env, advance) -> tuple[dict, dict]:
     """finish_run's result dict, and the viewer's episodes (label -> viewer.pick_episodes output) of the
-    test evaluation (else the held-out one, else the shapes one); advance(name) after each policy evaluated."""
+    test evaluation (else the held-out one, else the shapes one, else shapes_val); advance(name) after each
+    policy evaluated."""
     episodes: dict[str, list] = {}
     chosen_step = chosen_checkpoint(state.validation)
     chosen = build_policy(cfg.policy, tokenizer, init=str(state.checkpoints[chosen_step]))
@@ -166,7 +167,7 @@ def split_evaluation(pair: BaseAndChosen, split: str, n: int, seed: int, label: 
                                      run_dir / "transcripts" / f"{split}_base.txt", base_sampled)
     advance(f"{label} base")
     paired_diff = paired_summary(chosen["per_task"], base["per_task"], n)
-    if not episodes:  # the viewer shows the test episodes when there are any, else held-out, else shapes
+    if not episodes:  # the viewer shows the test episodes when there are any, else held-out, shapes, shapes_val
         names = chosen["tasks_names"]
         episodes[f"{label}, RL base"] = pick_episodes(base_sampled, names, n)
         episodes[f"{label}, chosen (step {pair.chosen_step})"] = pick_episodes(chosen_sampled, names, n)
