@@ -22,7 +22,8 @@ reward, so the tests need not fit).
 from the run's training pool, generated tasks included) and prints the mean log-prob per task of the
 oracle's policy tokens by kind (token_kinds): in the Edit's old_string the line's first word, the rest
 where the policy would rather have ended old_string there, the rest otherwise, and its end; in
-new_string the copies of old_string's token in the same place and the changes; and the other tokens.
+new_string the tokens difflib aligns with old_string's (copies) and the others (changes); and the other
+tokens.
 `--exp NAME` probes the starting policy (the RL base) of `+exp=NAME` with `--set` overrides instead of a
 checkpoint.
 """
@@ -41,7 +42,7 @@ import torch
 
 from bugfix_rl.algo.update import token_logprobs
 from bugfix_rl.checkpoint import CheckpointError
-from bugfix_rl.config import ConfigError
+from bugfix_rl.errors import UserError
 from bugfix_rl.evaluate.checkpoint_eval import load_policy
 from bugfix_rl.gym.envs import env_sandbox, make_env_factory, oracle_for
 from bugfix_rl.gym.tasks import SPLITS, make_tasks
@@ -145,16 +146,11 @@ def _preferred(best: list) -> str:
 
 def starting_policy(exp: str, overrides: list[str]):
     """(model, tokenizer, cfg): the starting policy of `+exp=exp` with `overrides` (its RL base)."""
-    from hydra import compose, initialize_config_dir
-
-    from bugfix_rl.cli import CONF_DIR
-    from bugfix_rl.config import register_configs, to_object
+    from bugfix_rl.cli import compose_train
     from bugfix_rl.policy.build import build_tokenizer_for
     from bugfix_rl.recipes.starting_policy import build_starting_policy
 
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = to_object(compose("train", overrides=[f"exp={exp}", *overrides]))
+    cfg = compose_train([f"exp={exp}", *overrides])
     tokenizer = build_tokenizer_for(cfg)
     return build_starting_policy(cfg.policy, tokenizer, env_cfg=cfg.env).eval(), tokenizer, cfg
 
@@ -211,7 +207,7 @@ def main() -> None:
             policy = load_policy(args.checkpoint)
             model, tokenizer, cfg = policy.model, policy.tokenizer, policy.cfg
         source = args.source.read_text() if args.source else None
-    except (CheckpointError, OSError, ConfigError) as err:  # one line, exit 1: a wrong path is not a crash
+    except (CheckpointError, OSError, UserError) as err:  # one line, exit 1: a wrong path is not a crash
         sys.exit(f"probe_oracle: {err}")
     if args.by_kind:
         print_by_kind(model, tokenizer, cfg, args.by_kind)

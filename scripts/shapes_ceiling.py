@@ -56,8 +56,8 @@ import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch 
 import torch
 
 from bugfix_rl.checkpoint import model_tensors, save_checkpoint
-from bugfix_rl.cli import CONF_DIR
-from bugfix_rl.config import register_configs, to_object
+from bugfix_rl.cli import compose_train
+from bugfix_rl.errors import UserError
 from bugfix_rl.evaluate.stats import paired_summary
 from bugfix_rl.gym import generator
 from bugfix_rl.gym.agents import scripted_tools
@@ -78,11 +78,7 @@ RESERVED_SEED_OFFSET = 7919  # the reserved arm's generator seed: env.generated_
 
 
 def composed(exp: str, seed: int, threads: int, overrides: list[str]):
-    from hydra import compose, initialize_config_dir
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return to_object(compose("train", overrides=[f"exp={exp}", f"seed={seed}", f"threads={threads}", *overrides]))
+    return compose_train([f"exp={exp}", f"seed={seed}", f"threads={threads}", *overrides])
 
 
 def reserved_pool(n: int, seed: int, sandbox, templates: list[str] | None = None) -> list:
@@ -229,7 +225,10 @@ def main() -> None:
                      "split's templates, which says nothing of a ceiling on shapes_val (use --arms training)")
     if not 0 <= args.widen_edits <= 1 or args.widen_lines < 1:
         parser.error("--widen-edits takes a share in [0, 1] and --widen-lines a count of at least 1")
-    cfg = composed(args.exp, args.seed, args.threads, args.set)
+    try:
+        cfg = composed(args.exp, args.seed, args.threads, args.set)
+    except UserError as err:
+        parser.error(str(err))
     if args.steps:
         cfg.steps = args.steps
     if cfg.env.generated_tasks <= 0:

@@ -23,20 +23,13 @@ import time
 from pathlib import Path
 
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
-from hydra import compose, initialize_config_dir
 
-from bugfix_rl.cli import CONF_DIR
+from bugfix_rl.cli import compose_train
 from bugfix_rl.commands.bench import bench_command
 from bugfix_rl.commands.simulate import read_calibration, seconds_per_step, simulate
-from bugfix_rl.config import SimulateConfig, register_configs, to_object
+from bugfix_rl.config import SimulateConfig
 
 COMMON = ["exp=tools", "threads=1", "rollout.worker_threads=1", "algo.tis_cap=2.0"]
-
-
-def composed(overrides: list[str]):
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return to_object(compose("train", overrides=overrides))
 
 
 def main() -> None:
@@ -60,7 +53,7 @@ def main() -> None:
         workload = read_calibration(SimulateConfig(calibrate=str(run_dir), workers=workers, max_staleness=1, steps=40))
         predicted = {0: seconds_per_step(simulate(workload, 0)), 1: seconds_per_step(simulate(workload, 1))}
         for staleness in (0, 1):
-            cfg = composed([*COMMON, f"rollout.workers={workers}", f"rollout.max_staleness={staleness}",
+            cfg = compose_train([*COMMON, f"rollout.workers={workers}", f"rollout.max_staleness={staleness}",
                             f"bench.steps={args.bench_steps}", f"bench.repeats={args.repeats}", "logger.console=false"])
             measured = bench_command(cfg)["steps"]["times"]["configured"]
             results.append({"workers": workers, "max_staleness": staleness, "predicted_s": predicted[staleness],

@@ -191,3 +191,17 @@ def test_help_piped_into_a_reader_that_is_gone_ends_without_a_traceback():
         os.close(write_end)
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
     assert result.returncode == 141
+
+
+def test_compose_train_gives_the_config_train_composes_and_one_line_errors():
+    """cli.compose_train, which the scripts compose with: the preset's values, and a key Hydra cannot
+    override or a value validate refuses as a UserError, never a Hydra traceback."""
+    from bugfix_rl.cli import compose_train
+    from bugfix_rl.errors import UserError
+
+    cfg = compose_train(["exp=tools_generated", "seed=3"])
+    assert cfg.experiment == "tools_generated" and cfg.seed == 3 and cfg.env.generated_tasks == 200
+    with pytest.raises(UserError, match="^cannot compose the config: Could not override 'policy.nonsense'"):
+        compose_train(["policy.nonsense=1"])
+    with pytest.raises(UserError, match="must be >= 2"):
+        compose_train(["algo.group_size=1"])

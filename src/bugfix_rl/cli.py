@@ -221,6 +221,24 @@ BODIES = {"train": (_train, "train"), "preflight": (_preflight, "train"), "eval"
           "starts": (_starts, "train")}
 
 
+def compose_train(overrides: list[str]):
+    """The TrainConfig that `bugfix-rl train <overrides>` composes, for scripts that build a run's parts
+    without running it (no run dir, no Hydra logging). A config Hydra cannot compose, or one `validate`
+    refuses, is a UserError (one line)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    from bugfix_rl.config import register_configs, to_object
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        try:
+            composed = compose("train", overrides=list(overrides))
+        except HydraException as err:
+            raise UserError(f"cannot compose the config: {str(err).splitlines()[0]}") from None
+        return to_object(composed)
+
+
 def print_help(command: str, args: list[str]) -> None:
     """`bugfix-rl <command> [overrides] --help`: its usage, its config groups (train's), and every key of
     the config those overrides compose, with its value and one-line description (present/help.py)."""

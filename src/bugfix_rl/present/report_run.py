@@ -53,14 +53,12 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
                   f" per task {result['heldout']['per_task']} (of {result['heldout']['n']})."]
         if "behaviour" in result["heldout"] and "behaviour" in result.get("heldout_base", {}):
             lines += ["", *tool_table(result["heldout_base"], result["heldout"])]
-    if "shapes" in result:
-        lines += ["", "## Shapes (function shapes held out from training)", "",
-                  *start_chosen_lines(result, "shapes", cfg["seed"]), *gain_kept_lines(result), "",
-                  f"Chosen checkpoint per task: {result['shapes']['per_task']} (of {result['shapes']['n']})."]
-    if "shapes_val" in result:
-        lines += ["", "## shapes_val (new function shapes for choosing a recipe)", "",
-                  *start_chosen_lines(result, "shapes_val", cfg["seed"]), "",
-                  f"Chosen checkpoint per task: {result['shapes_val']['per_task']} (of {result['shapes_val']['n']})."]
+    for split, heading in (("shapes", "Shapes (function shapes held out from training)"),
+                           ("shapes_val", "shapes_val (new function shapes for choosing a recipe)")):
+        if split in result:
+            lines += ["", f"## {heading}", "", *start_chosen_lines(result, split, cfg["seed"]),
+                      *(gain_kept_lines(result) if split == "shapes" else []), "",
+                      f"Chosen checkpoint per task: {result[split]['per_task']} (of {result[split]['n']})."]
     train = result["train"]
     lines += ["", f"Late training reward (last 5 steps): {train['late_reward']:.3f}; exploit use at the end:"
               f" {train['late_exploit']:.2f}; final entropy {train['final_entropy']:.3f} nats;"

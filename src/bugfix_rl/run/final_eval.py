@@ -45,19 +45,15 @@ class BaseAndChosen:
 def finish_run(cfg, run_dir: Path, state: RunState, base, tokenizer, make_env,
                progress: PhaseProgress | None = None, loggers=()) -> dict:  # loggers: each gets logger.final(...)
     """Choose the checkpoint on validation, evaluate base and chosen on test once (and on the
-    held-out and the `shapes` tasks), write the reports. `progress` shows the evaluations."""
+    held-out, `shapes` and `shapes_val` tasks), write the reports. `progress` shows the evaluations."""
     from bugfix_rl.present.report_run import write_summary
 
     progress = progress or PhaseProgress(bars=False, lines=False)
     evaluations = []
     if cfg.eval.test:
         evaluations.append(f"test (base and chosen, {len(make_tasks('test'))} tasks x {cfg.eval.n_test})")
-    if cfg.eval.heldout_n > 0:
-        evaluations.append(f"held-out (base and chosen, {len(make_tasks('heldout'))} tasks x {cfg.eval.heldout_n})")
-    if cfg.eval.shapes_n > 0:
-        evaluations.append(f"shapes (base and chosen, {len(make_tasks('shapes'))} tasks x {cfg.eval.shapes_n})")
-    if cfg.eval.shapes_val_n > 0:
-        evaluations.append(f"shapes_val (base and chosen, {len(make_tasks('shapes_val'))} tasks x {cfg.eval.shapes_val_n})")
+    evaluations += [f"{label} (base and chosen, {len(make_tasks(split))} tasks x {n})"
+                    for split, n, _, label in split_evaluations(cfg) if n > 0]
     if evaluations:
         with progress.phase("final evaluation: " + ", ".join(evaluations), done="final evaluation done"), \
                 progress.stage("policies evaluated", 2 * len(evaluations)) as advance:
@@ -87,16 +83,20 @@ def final_evaluations(cfg, run_dir: Path, state: RunState, base, tokenizer, make
     result = run_summary(cfg, state, base, chosen_step)
     if cfg.eval.test:
         result["test"] = test_evaluation(pair, cfg.eval, run_dir, episodes, advance)
-    # (split, episodes per task, generator seed, viewer label): each its own seeded stream, after the test's
-    for split, n, seed, label in (("heldout", cfg.eval.heldout_n, cfg.eval.heldout_seed_offset + cfg.seed, "held-out"),
-                                  ("shapes", cfg.eval.shapes_n, cfg.eval.shapes_seed_offset + cfg.seed, "shapes"),
-                                  ("shapes_val", cfg.eval.shapes_val_n, cfg.eval.shapes_seed_offset + cfg.seed,
-                                   "shapes_val")):
+    for split, n, seed, label in split_evaluations(cfg):  # each its own seeded stream, after the test's
         if n > 0:
             result.update(split_evaluation(pair, split, n, seed, label, run_dir, episodes, advance))
     if "heldout" in result and "shapes" in result:
         result["shapes_gain_kept"] = gain_kept(result["heldout_paired_diff"], result["shapes_paired_diff"])
     return result, episodes
+
+
+def split_evaluations(cfg) -> tuple[tuple[str, int, int, str], ...]:
+    """(split, episodes per task, generator seed, label) of each start-vs-chosen evaluation after the test's
+    (n = 0: not run): held-out, `shapes` and `shapes_val`."""
+    return (("heldout", cfg.eval.heldout_n, cfg.eval.heldout_seed_offset + cfg.seed, "held-out"),
+            ("shapes", cfg.eval.shapes_n, cfg.eval.shapes_seed_offset + cfg.seed, "shapes"),
+            ("shapes_val", cfg.eval.shapes_val_n, cfg.eval.shapes_seed_offset + cfg.seed, "shapes_val"))
 
 
 def chosen_checkpoint(validation: dict[int, dict]) -> int:
