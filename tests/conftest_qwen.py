@@ -11,17 +11,15 @@ it names), so a fresh clone does not spend a minute building it.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from in_process import CliResult, cli_result
 
 from bugfix_rl.config import TrainConfig, set_dotted
 
 REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent / "bugfix-rl"
 # Preflight / train overrides matching the warm start: first two training tasks, unrenamed, short turns.
 QWEN_OVERRIDES = ["policy=qwen3", "env.rename=false", "algo.group_size=4", "algo.prompts_per_step=2",
                   "policy.max_new_tokens=64", "env.max_turns=4"]
@@ -69,6 +67,7 @@ def tiny_qwen(tiny_qwen_dir):
     return build_policy(cfg.policy, tokenizer), tokenizer
 
 
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ, BUGFIX_RL_CACHE=str(cache_dir()))
-    return subprocess.run([str(BIN), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+def run_cli(*args: str) -> CliResult:
+    """`bugfix-rl <args>` from the repository root, in this process (tests/in_process.py): a fresh
+    interpreter would spend seconds importing transformers before each run."""
+    return cli_result(*args, cwd=REPO)

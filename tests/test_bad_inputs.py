@@ -5,24 +5,24 @@ Hydra creates a run dir (inputs.py), and the commands that write no files (prefl
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from in_process import CliResult, cli_result
 
 from bugfix_rl.checkpoint import model_tensors, save_checkpoint
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 
 
-def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bugfix_rl.cli", *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
+def _cli(cwd: Path, *args: str) -> CliResult:
+    """`bugfix-rl <args>` in `cwd`, in this process (in_process.py); the console script's own one-line exit
+    is tested through a subprocess in test_cli.py and test_eval_report.py."""
+    return cli_result(*args, cwd=cwd)
 
 
-def _one_line_exit_2(result: subprocess.CompletedProcess, message: str) -> None:
+def _one_line_exit_2(result: CliResult, message: str) -> None:
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert message in lines[0], lines[0]

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 import torch
-from conftest_qwen import QWEN_OVERRIDES, REPO, qwen_config, run_cli, tiny_qwen, tiny_qwen_dir  # noqa: F401
+from conftest_qwen import QWEN_OVERRIDES, qwen_config, run_cli, tiny_qwen, tiny_qwen_dir  # noqa: F401
+from repo_scripts import load_script
 
 from bugfix_rl.algo import update as update_module
 from bugfix_rl.algo.objective import AGGREGATIONS
@@ -293,12 +293,19 @@ def test_train_two_steps_on_the_tools_env(tiny_qwen_dir, tmp_path):
 
 # ---------------------------------------------------------------- the device script, CPU size
 
+def _device_script(*args: str) -> dict:
+    """scripts/qwen_device_run.py's main(args) in this process (it sets 2 threads for --tiny: restored), and
+    the JSON it wrote."""
+    threads = torch.get_num_threads()
+    try:
+        load_script("qwen_device_run").main(list(args))
+    finally:
+        torch.set_num_threads(threads)
+    return json.loads(Path(args[args.index("--out") + 1]).read_text())
+
+
 def test_device_script_runs_tiny_on_cpu(tmp_path):
-    out = tmp_path / "result.json"
-    result = subprocess.run([sys.executable, "scripts/qwen_device_run.py", "--tiny", "--out", str(out)], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    report = json.loads(out.read_text())
+    report = _device_script("--tiny", "--out", str(tmp_path / "result.json"))
     assert report["weights"].startswith("RANDOM weights")
     assert [env["env"] for env in report["envs"]] == ["edit_menu", "tools"]
     for env in report["envs"]:
@@ -311,11 +318,7 @@ def test_device_script_runs_the_tools_lab_tiny_on_cpu(tmp_path):
     """--lab tools --tiny: the tools-lab preset's code path (bf16, one generation batch per turn, the static
     cache, the compiled decode step traced on CPU, the packed-GQA attention, then the plain sampler) on the
     tiny Qwen3. Its timings mean nothing on a CPU; the fields are what the GPU run reports."""
-    out = tmp_path / "lab.json"
-    result = subprocess.run([sys.executable, "scripts/qwen_device_run.py", "--lab", "tools", "--tiny", "--steps", "2",
-                             "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    report = json.loads(out.read_text())
+    report = _device_script("--lab", "tools", "--tiny", "--steps", "2", "--out", str(tmp_path / "lab.json"))
     assert report["lab"] == "tools" and report["dtype"] == "bfloat16" and report["gradient_checkpointing"]
     fast, eager = report["envs"]
     assert fast["env"] == eager["env"] == "tools" and fast["max_new_tokens"] == 12

@@ -64,8 +64,7 @@ def test_the_book_lab_runs_two_steps_and_saves_what_the_book_saved(tiny_qwen_dir
     small = ["steps=2", "threads=1", "preflight=false", "algo.group_size=2", "algo.prompts_per_step=2",
              "eval.n_val=1", "eval.heldout_n=1", "env.rename=false", "env.max_turns=3",
              "policy.max_new_tokens=48", "policy.generation_batch=0", "policy.gradient_checkpointing=false"]
-    result = run_cli("train", f"+exp={lab}", f"policy.model={tiny_qwen_dir}", *small, f"hydra.run.dir={tmp_path}",
-                     timeout=600)
+    result = run_cli("train", f"+exp={lab}", f"policy.model={tiny_qwen_dir}", *small, f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = json.loads((tmp_path / "eval.json").read_text())
     assert out["config"]["experiment"] == lab and out["config"]["resolved"]["policy"]["name"] == "qwen3"
