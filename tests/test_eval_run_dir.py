@@ -5,24 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from in_process import run_cli_in_process
+from in_process import CliResult, cli_result, run_cli_in_process
 
 from bugfix_rl.checkpoint import model_tensors, save_checkpoint
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.policy.build import build_policy, build_tokenizer_for
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bugfix_rl.cli", *args], capture_output=True, text=True, timeout=600)
-
-
-def _one_line(result: subprocess.CompletedProcess) -> str:
+def _one_line(result: CliResult) -> str:
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     return lines[0]
@@ -48,7 +42,7 @@ def test_eval_of_an_unfinished_run_dir_names_its_last_checkpoint(run_dir, tmp_pa
     unfinished = tmp_path / "unfinished"
     (unfinished / "checkpoints").mkdir(parents=True)
     (unfinished / "checkpoints" / "step_000.safetensors").write_bytes((run_dir / "checkpoints" / "step_000.safetensors").read_bytes())
-    line = _one_line(_cli("eval", f"ckpt={unfinished}", "n=1"))
+    line = _one_line(cli_result("eval", f"ckpt={unfinished}", "n=1"))
     assert "without eval.json" in line and "step_000.safetensors" in line
 
 
@@ -58,7 +52,7 @@ def test_compare_across_envs_is_one_line_exit_2(run_dir, tmp_path):
     tokenizer = build_tokenizer_for(cfg)
     tools = save_checkpoint(tmp_path / "tools.safetensors", model_tensors(build_policy(cfg.policy, tokenizer, init="scratch")),
                             {"kind": "policy", "step": 0, "config": dataclasses.asdict(cfg), "vocab": list(tokenizer.words)})
-    line = _one_line(_cli("eval", f"ckpt={run_dir}", f"compare={tools}", "n=1"))
+    line = _one_line(cli_result("eval", f"ckpt={run_dir}", f"compare={tools}", "n=1"))
     assert "env=tools" in line and "env=edit_menu" in line and "one env" in line
 
 

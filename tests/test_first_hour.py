@@ -15,11 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
+from in_process import CliResult, cli_result
 
 
-def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bugfix_rl.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+def _cli(*args: str) -> CliResult:
+    """`bugfix-rl <args>` in this process (tests/in_process.py). What only a process shows runs the real
+    command below: Ctrl-C, a terminal (tmux), concurrent base builds."""
+    return cli_result(*args)
 
 
 BAD_VALUES = [
@@ -45,7 +47,7 @@ SMOKE = ("+exp=smoke", "threads=1", "eval.n_val=2", "eval.n_test=2")
 
 
 def test_a_run_ends_with_its_score_and_run_dir(tmp_path):
-    result = _cli("train", *SMOKE, "steps=1", f"hydra.run.dir={tmp_path}/run", timeout=600)
+    result = _cli("train", *SMOKE, "steps=1", f"hydra.run.dir={tmp_path}/run")
     assert result.returncode == 0, result.stderr
     *_, score, where = result.stdout.strip().splitlines()
     assert re.fullmatch(r"chosen checkpoint: step [01], test pass@1 [01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\]"
@@ -304,8 +306,7 @@ def test_a_terminal_sees_the_base_and_the_warm_up_progress(tmp_path):
 
 def test_without_a_terminal_the_long_phases_are_two_lines_each(tmp_path):
     result = _cli("train", *SMOKE, "steps=1", "eval.test=false", "preflight=false", "logger.console=true",
-                  *TINY_BASE, *WARM_UP, f"policy.cache_dir={tmp_path}/cache", f"hydra.run.dir={tmp_path}/run",
-                  timeout=300)
+                  *TINY_BASE, *WARM_UP, f"policy.cache_dir={tmp_path}/cache", f"hydra.run.dir={tmp_path}/run")
     assert result.returncode == 0, result.stderr
     base, built, warm_up, done = result.stderr.splitlines()
     assert base.startswith("building the edit_menu RL base") and f"cached at {tmp_path}/cache/rl_base-" in base
@@ -398,20 +399,21 @@ def test_rows_and_checkpoint_lines_never_share_the_progress_bars_line(tmp_path, 
 
 @pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux")
 def test_make_runs_command_in_a_terminal_shows_progress_and_ends_with_the_run_dir(tmp_path, rl_base):
-    """`make run`'s command (the capstone, seed 0, here with one thread and 20 of its 60 steps; the RL base
-    already cached by the rl_base fixture) in a tmux pane of 200 x 50: a progress bar with an ETA while it
-    trains, then the score and the run dir. The 40 steps left out show nothing new on screen and cost
-    about 20 s of the suite's two workers; the full run's score is the README's row."""
+    """`make run`'s command (the capstone, seed 0, here with one thread and 10 of its 60 steps: checkpoints
+    0 and 10; the RL base already cached by the rl_base fixture) in a tmux pane of 200 x 50: a progress
+    bar with an ETA while it trains, then the score and the run dir. The 50 steps left out show nothing
+    new on screen and cost about 30 s of the suite's two workers; the full run's score is the README's
+    row (test_rows_and_checkpoint_lines_never_share_the_progress_bars_line watches more checkpoints)."""
     recipe = (Path(__file__).parents[1] / "Makefile").read_text().split("\nrun:", 1)[1].splitlines()[1]
     assert recipe.startswith("\t$(BIN)/bugfix-rl train "), recipe  # what `make run` runs, without the install
     # threads=1: the suite runs in two workers on two cores, where a 2-thread run spin-waits for minutes
-    MAKE_RUN_ARGS = shlex.split(recipe.split("$(BIN)/bugfix-rl ", 1)[1]) + ["threads=1", "steps=20"]
+    MAKE_RUN_ARGS = shlex.split(recipe.split("$(BIN)/bugfix-rl ", 1)[1]) + ["threads=1", "steps=10"]
     socket, run_dir = f"bugfix-rl-test-{os.getpid()}", tmp_path / "run"
     command = shlex.join([sys.executable, "-m", "bugfix_rl.cli", *MAKE_RUN_ARGS, f"hydra.run.dir={run_dir}"])
     seen, pane = _run_in_tmux(socket, command, timeout=600, poll=0.5, keep=lambda pane: "━" in pane and "train" in pane)
     assert seen, "no training bar was ever on screen"
     _no_row_on_a_bar_line(seen + [pane])
-    assert re.search(r"train\s.*━.*\d+/20.*reward \d\.\d{3}", "\n".join(seen)), seen[-1]  # the bar, its count, status
+    assert re.search(r"train\s.*━.*\d+/10.*reward \d\.\d{3}", "\n".join(seen)), seen[-1]  # the bar, its count, status
     lines = [line.rstrip() for line in pane.splitlines() if line.strip()]
     assert lines[-1] == "exit=0", pane
     assert lines[-2] == f"run dir: {run_dir}"
@@ -426,7 +428,7 @@ def test_env_tools_with_the_default_policy_trains(tmp_path):
     stopped with three preflight FAILs and no hint)."""
     result = _cli("train", "env=tools", "steps=1", "threads=1", "eval.n_val=2", "eval.n_test=2",
                   "policy.tools_base.episodes=16", "policy.tools_base.steps=5", f"policy.cache_dir={tmp_path}/cache",
-                  f"hydra.run.dir={tmp_path}/run", timeout=600)
+                  f"hydra.run.dir={tmp_path}/run")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "FAIL" not in result.stdout and "building the tools RL base" in result.stderr
     assert result.stdout.strip().splitlines()[-1] == f"run dir: {tmp_path}/run"

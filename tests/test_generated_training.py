@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import random
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from in_process import cli_result
 
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.gym import generator
@@ -174,9 +173,8 @@ SMALL_BASES = {"edit_menu": ["+exp=smoke", "policy.base.episodes=32", "policy.ba
 def test_one_step_smoke_with_generated_tasks(tmp_path: Path, env):
     """The RL base is built on the pool (its own cache file) and one step trains on it."""
     run = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-m", "bugfix_rl.cli", "train", *SMALL_BASES[env], *QUICK,
-                             f"policy.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run}"],
-                            capture_output=True, text=True, timeout=600)
+    result = cli_result("train", *SMALL_BASES[env], *QUICK, f"policy.cache_dir={tmp_path / 'cache'}",
+                        f"hydra.run.dir={run}")  # in this process (tests/in_process.py)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stderr.count("generating 10 training tasks (env.generated_tasks, seed 0)") == 2  # base, run
     assert (run / "eval.json").is_file() and (run / "checkpoints" / "step_001.safetensors").is_file()

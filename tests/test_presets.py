@@ -9,13 +9,12 @@ checkpoint at steps 0 and 2 only.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from in_process import cli_result
 from omegaconf import OmegaConf
 
 from bugfix_rl.algo.advantages import ADVANTAGES
@@ -90,10 +89,9 @@ def test_preset_passes_preflight(base_batch, preset):
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory) -> dict[str, Path]:
     sweep_dir = tmp_path_factory.mktemp("presets")
-    command = [str(Path(sys.executable).with_name("bugfix-rl")), "train", "+exp=smoke", f"algo={','.join(PRESETS)}",
-               "eval.test=false", "eval.ckpt_every=2", "preflight=false", "threads=1",  # 1 thread: no spin-waiting
-               f"hydra.sweep.dir={sweep_dir}", "-m"]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    result = cli_result("train", "+exp=smoke", f"algo={','.join(PRESETS)}", "eval.test=false", "eval.ckpt_every=2",
+                        "preflight=false", "threads=1",  # 1 thread: no spin-waiting
+                        f"hydra.sweep.dir={sweep_dir}", "-m", cwd=ROOT)  # in this process (tests/in_process.py)
     assert result.returncode == 0, result.stderr[-3000:]
     runs = {}
     for eval_file in sweep_dir.glob("*/eval.json"):

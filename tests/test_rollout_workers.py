@@ -114,6 +114,30 @@ def test_shard_count_changes_the_stream_not_reproducibility(base_copy, rl_base, 
 ray = pytest.importorskip("ray")
 
 
+def test_a_process_starts_ray_once_for_all_its_pools(rl_base, monkeypatch, capsys):
+    """Preflight's pool and the trainer's pool share one cluster: Ray used to start (and stop) once per
+    pool, three times in one run (46 s against 19 s in process for 4 steps). Each start says what it
+    starts, on stderr (it was silent for a minute in issue 38). First of this file's Ray tests: the
+    cluster it starts serves the ones after it (a cluster already running is shut down first)."""
+    from bugfix_rl.rollout import ray_pool
+
+    if ray.is_initialized():
+        ray.shutdown()
+    starts = []
+    real_init = ray.init
+    monkeypatch.setattr(ray, "init", lambda *args, **kwargs: starts.append(kwargs) or real_init(*args, **kwargs))
+    lines = []
+    for _ in range(2):
+        pool = ray_pool.RayPool(small_config(**{"rollout.workers": 1}), rl_base, 1)
+        pool.close()
+        assert ray.is_initialized() and pool.actors == []
+        lines.append(capsys.readouterr().err.splitlines())
+    assert len(starts) == 1
+    assert lines[0][0].startswith("starting a local Ray cluster (") and "and 1 rollout worker (1 thread each" in lines[0][0]
+    assert lines[1][0].startswith("starting 1 rollout worker (1 thread each") and "on the running Ray cluster" in lines[1][0]
+    assert all(said[-1].startswith("rollout workers ready in ") for said in lines), lines  # (Ray may warn between)
+
+
 @pytest.mark.parametrize("staleness", [0, pytest.param(1, marks=pytest.mark.slow)])  # 1: ~30 s more
 def test_ray_workers_train_exactly_like_the_in_process_shards(rl_base, tokenizer, staleness):
     overrides = {"rollout.workers": 2, "rollout.max_staleness": staleness}
@@ -166,29 +190,6 @@ def test_ray_pool_closes_cleanly_when_an_actor_died(rl_base, capsys):
     pool.close(timeout=10.0)  # warns, kills the rest; does not raise
     assert "did not close cleanly" in capsys.readouterr().err
     assert pool.actors == []
-
-
-def test_a_process_starts_ray_once_for_all_its_pools(rl_base, monkeypatch, capsys):
-    """Preflight's pool and the trainer's pool share one cluster: Ray used to start (and stop) once per
-    pool, three times in one run (46 s against 19 s in process for 4 steps). Each start says what it
-    starts, on stderr (it was silent for a minute in issue 38)."""
-    from bugfix_rl.rollout import ray_pool
-
-    if ray.is_initialized():
-        ray.shutdown()
-    starts = []
-    real_init = ray.init
-    monkeypatch.setattr(ray, "init", lambda *args, **kwargs: starts.append(kwargs) or real_init(*args, **kwargs))
-    lines = []
-    for _ in range(2):
-        pool = ray_pool.RayPool(small_config(**{"rollout.workers": 1}), rl_base, 1)
-        pool.close()
-        assert ray.is_initialized() and pool.actors == []
-        lines.append(capsys.readouterr().err.splitlines())
-    assert len(starts) == 1
-    assert lines[0][0].startswith("starting a local Ray cluster (") and "and 1 rollout worker (1 thread each" in lines[0][0]
-    assert lines[1][0].startswith("starting 1 rollout worker (1 thread each") and "on the running Ray cluster" in lines[1][0]
-    assert all(said[-1].startswith("rollout workers ready in ") for said in lines), lines  # (Ray may warn between)
 
 
 def test_a_ray_pool_says_what_it_starts_before_it_starts_ray(rl_base, monkeypatch, capsys):

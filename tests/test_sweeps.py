@@ -4,11 +4,9 @@ arm `default`, and the report kept one run per seed)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from in_process import CliResult, cli_result
 
 from bugfix_rl.commands.sweeps import arm_overrides, quote_labels, single_job_note
 from bugfix_rl.config.resolvers import arm_label
@@ -44,8 +42,8 @@ def test_an_arm_or_a_run_dir_with_equals_signs_can_be_passed_back():
         "ckpt='s/env.reward=hidden,algo.lr=0.1_seed0_0/c.safetensors'"]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bugfix_rl.cli", *args], capture_output=True, text=True, timeout=600)
+def _cli(*args: str) -> CliResult:
+    return cli_result(*args)  # in this process (tests/in_process.py)
 
 
 def test_a_sweep_over_a_plain_key_reports_two_arms_named_by_it(tmp_path):
