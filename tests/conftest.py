@@ -5,7 +5,13 @@ from __future__ import annotations
 import copy
 import os
 
-import pytest
+# Two pytest-xdist workers share the two cores; a run inside one (and every process a test starts: they
+# inherit this) uses 2 threads. OpenMP's default busy-waits for work, so two such processes spin against
+# each other (a tiny-Qwen3 preflight took 14-16 s in the suite, 1-5 s alone). Passive waiting only
+# changes how idle threads wait, not what is computed. Set before torch loads (libgomp reads it then).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch
 
