@@ -1,12 +1,17 @@
-"""Bad input gets one clear line and exit code 2, never a traceback."""
+"""Bad input gets one clear line and exit code 2, never a traceback.
+
+The cases run `bugfix-rl` in the test process (tests/in_process.py); the console script itself (a fresh
+process: its exit status, one line on stderr, its quick exit) is run by the tests that say so."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from in_process import cli_result
 
 CASES = [
     (["train", "algo.adv_mod=grpo"], "unknown config key 'algo.adv_mod'", "adv_mode"),
@@ -37,7 +42,7 @@ CASES = [
 
 
 def _run(args):
-    return subprocess.run([sys.executable, "-m", "bugfix_rl.cli", *args], capture_output=True, text=True, timeout=120)
+    return cli_result(*args)
 
 
 @pytest.mark.parametrize("args,message,names", CASES, ids=[" ".join(c[0]) for c in CASES])
@@ -64,8 +69,10 @@ def test_exp_and_ablation_are_chosen_with_or_without_a_plus():
     assert plain.stdout == plus.stdout and "arm: kl" in plain.stdout and "experiment: ablation" in plain.stdout
 
 
-def test_missing_resume_checkpoint_is_one_line_exit_2(tmp_path):
-    result = _run(["train", "+exp=smoke", f"resume={tmp_path}/nope.safetensors", f"hydra.run.dir={tmp_path}/run"])
+def test_missing_resume_checkpoint_is_one_line_exit_2_from_the_console_script(tmp_path):
+    result = subprocess.run([str(Path(sys.executable).parent / "bugfix-rl"), "train", "+exp=smoke",
+                             f"resume={tmp_path}/nope.safetensors", f"hydra.run.dir={tmp_path}/run"],
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "checkpoint not found" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
