@@ -79,6 +79,27 @@ def test_the_run_page_shows_held_out_and_shapes_beside_each_other(tmp_path):
     assert "<h2>Held-out</h2>" in without and "Shapes" not in without
 
 
+def test_the_run_page_shows_shapes_val_after_shapes_without_a_gain_kept_line(tmp_path):
+    """eval.shapes_val_n: the validation split of new shapes has its own section (no gain-kept line: that
+    ratio is the `shapes` split's)."""
+    from bugfix_rl.evaluate.stats import paired_summary, pass_rate_summary
+    from bugfix_rl.present.viewer import run_page
+
+    result = {"config": {"experiment": "e", "arm": "a", "seed": 0, "steps": 1}, "chosen_step": 1, "validation": {}}
+    for split, final, start in (("shapes", [3] * 50, [1] * 50), ("shapes_val", [2] * 50, [1] * 50)):
+        result[split], result[f"{split}_base"] = pass_rate_summary(final, 4), pass_rate_summary(start, 4)
+        result[f"{split}_paired_diff"] = paired_summary(final, start, 4)
+    page = run_page(tmp_path, result, {}, tokenizer=None)
+    assert page.index("<h2>Shapes</h2>") < page.index("<h2>Shapes (validation)</h2>")
+    section = page.split("<h2>Shapes (validation)</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "id='shapes_val'" in section and "chosen checkpoint 0.500 [" in section and "start 0.250 [" in section
+    assert "all 50 shapes_val tasks x 4" in section and "paired over tasks: +0.250 [" in section
+    assert "gain" not in section
+    shapes_keys = ("shapes", "shapes_base", "shapes_paired_diff")
+    only_val = run_page(tmp_path, {k: v for k, v in result.items() if k not in shapes_keys}, {}, tokenizer=None)
+    assert "<h2>Shapes (validation)</h2>" in only_val and "<h2>Shapes</h2>" not in only_val
+
+
 @needs_chromium
 def test_the_console_check_catches_a_page_error(tmp_path):
     bad = tmp_path / "bad.html"

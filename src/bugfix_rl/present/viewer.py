@@ -159,16 +159,20 @@ def run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) 
         out.append(f"<h2>Held-out</h2><p>chosen checkpoint {_rate(result['heldout'])}; start"
                    f" {_rate(result['heldout_base'])} (all held-out tasks).</p>")
         out += _reliability(result["heldout"], "final") + _reliability(result["heldout_base"], "start")
-    if "shapes" in result:
-        d, shapes = result["shapes_paired_diff"], result["shapes"]
-        out.append(f"<h2>Shapes</h2><p id='shapes'>chosen checkpoint {_rate(shapes)}; start {_rate(result['shapes_base'])}"
-                   f" (all {shapes['tasks']} shapes tasks x {shapes['n']}: function shapes held out from training);"
+    for split, title, what in (("shapes", "Shapes", "function shapes held out from training"),
+                               ("shapes_val", "Shapes (validation)", "other held-out shapes, for choosing recipes")):
+        if split not in result:
+            continue
+        d, shapes = result[f"{split}_paired_diff"], result[split]
+        out.append(f"<h2>{title}</h2><p id='{split}'>chosen checkpoint {_rate(shapes)}; start"
+                   f" {_rate(result[f'{split}_base'])} (all {shapes['tasks']} {split} tasks x {shapes['n']}: {what});"
                    f" chosen - start, paired over tasks: {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}].</p>")
-        out += [f"<p>{_e(line)}</p>" for line in gain_kept_lines(result)]
+        if split == "shapes":
+            out += [f"<p>{_e(line)}</p>" for line in gain_kept_lines(result)]
     out.append("<h2>Episodes</h2>")
     if not episodes:
         out.append("<p class='note'>No episodes: this run evaluated neither test, held-out nor shapes tasks"
-                   " (eval.test=false, eval.heldout_n=0, eval.shapes_n=0).</p>")
+                   " (eval.test=false, eval.heldout_n=0, eval.shapes_n=0, eval.shapes_val_n=0).</p>")
     else:
         out.append(legend())
     for label, picked in episodes.items():
