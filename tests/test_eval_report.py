@@ -249,7 +249,7 @@ def test_report_without_a_default_arm_compares_with_the_first_arm(sweep):
 
 
 def _fake_run(root: Path, arm: str, seed: int, per_task: list[int], n: int, heldout: bool,
-              shapes: list[int] | None = None) -> None:
+              shapes: list[int] | None = None, shapes_val: list[int] | None = None) -> None:
     score = {"per_task": per_task, "n": n, "tasks_names": [f"t{i}" for i in range(len(per_task))]}
     result = {"config": {"arm": arm, "seed": seed},
               "train": {"late_reward": 0.5 + seed, "late_exploit": 0.0, "final_entropy": 0.2, "sampled_episodes": 64}}
@@ -257,6 +257,9 @@ def _fake_run(root: Path, arm: str, seed: int, per_task: list[int], n: int, held
         result["heldout"] = score
     if shapes is not None:
         result["shapes"] = {"per_task": shapes, "n": n, "tasks_names": [f"s{i}" for i in range(len(shapes))]}
+    if shapes_val is not None:
+        result["shapes_val"] = {"per_task": shapes_val, "n": n,
+                                "tasks_names": [f"v{i}" for i in range(len(shapes_val))]}
     result["test"] = {"chosen": score, "base": score}
     path = root / f"{arm}_seed{seed}" / "eval.json"
     path.parent.mkdir(parents=True)
@@ -448,6 +451,38 @@ def test_report_shapes_table_by_hand_and_the_primary_source_untouched(tmp_path):
     assert kl.diff == pytest.approx((float(by_hand.diff), float(by_hand.lo), float(by_hand.hi)))
     header, cells = shapes_table(report)
     assert header[2] == "shapes pass@1 by seed" and cells[1][4].startswith(f"{float(by_hand.diff):+.3f} [")
+
+
+def test_report_shapes_val_table_by_hand_in_report_md_the_console_and_the_page(tmp_path):
+    """eval.shapes_val_n: the arms on the `shapes_val` tasks get their own table after the shapes one, by the
+    same interval; a sweep run with shapes_val alone gets that table and no shapes table."""
+    from rich.console import Console
+
+    from bugfix_rl.present.ablation_report import write_report
+    from bugfix_rl.present.tables import print_report
+    from bugfix_rl.present.viewer import sweep_page
+
+    heldout = {("default", 0): [4, 2], ("default", 1): [3, 2], ("kl", 0): [4, 3], ("kl", 1): [2, 2]}
+    val = {("default", 0): [0, 1, 2, 0], ("default", 1): [1, 1, 0, 0], ("kl", 0): [2, 3, 2, 1], ("kl", 1): [4, 1, 2, 2]}
+    for key in heldout:
+        _fake_run(tmp_path, *key, heldout[key], 4, heldout=True, shapes_val=val[key])
+    report = build_report(tmp_path, "default")
+    assert report.shapes is None and report.source == "heldout"
+    rates = {arm: torch.tensor([val[arm, s] for s in (0, 1)], dtype=torch.float64) / 4 for arm in ("default", "kl")}
+    by_hand = arm_difference(rates["kl"], rates["default"])
+    _, kl = report.shapes_val
+    assert kl.per_seed == pytest.approx([0.5, 0.5625]) and kl.seed_aware
+    assert kl.diff == pytest.approx((float(by_hand.diff), float(by_hand.lo), float(by_hand.hi)))
+    header, cells = shapes_table(report, "shapes_val")
+    assert header[2] == "shapes_val pass@1 by seed" and cells[1][4].startswith(f"{float(by_hand.diff):+.3f} [")
+    markdown = write_report(report)[0].read_text()
+    assert "## Shapes, validation split" in markdown and "## Shapes (" not in markdown
+    assert "pass@1 on 4 `shapes_val` tasks" in markdown and "| kl | 0 1 | 0.500 0.562 |" in markdown
+    console = Console(record=True, width=200)
+    print_report(report, console)
+    assert "shapes, validation split" in console.export_text()
+    page = sweep_page(report)
+    assert "<h2>Shapes (validation)</h2>" in page and "id='shapes_val'" in page and "<h2>Shapes</h2>" not in page
 
 
 def test_report_names_runs_without_shapes_and_draws_no_shapes_table(tmp_path):

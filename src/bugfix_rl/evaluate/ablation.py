@@ -7,7 +7,9 @@ recorded in them. Each run's score is its held-out pass@1 when the run evaluated
 (eval.heldout_n > 0) and the chosen checkpoint's test pass@1 otherwise; one report uses one source
 for all runs, so every arm is measured on the same tasks. When every run also evaluated the `shapes`
 tasks (eval.shapes_n > 0: function shapes held out from training), a second table compares the arms
-on those the same way; the primary source, its verdicts and the power calculation are unchanged.
+on those the same way, and a third on the `shapes_val` tasks when every run evaluated them
+(eval.shapes_val_n > 0: other held-out shapes, for choosing a recipe without reading `shapes`); the
+primary source, its verdicts and the power calculation are unchanged.
 
 An arm is compared with the reference arm by intervals.arm_difference: a t-interval whose variance
 holds both the seed-to-seed spread of each arm's mean and the task-to-task spread of the per-task
@@ -34,6 +36,7 @@ from bugfix_rl.evaluate.reliability import Z_95, flip_rate, run_noise_floor
 EFFECTS = (0.10, 0.05, 0.02)
 FLOOR = 0.05  # arms with mean pass@1 outside [FLOOR, 1 - FLOOR] are left out of the variance estimates
 TRAIN_KEYS = ("late_reward", "late_exploit", "final_entropy", "sampled_episodes", "seconds_per_step")
+SHAPE_SPLITS = {"shapes": "eval.shapes_n", "shapes_val": "eval.shapes_val_n"}  # split -> the key that evaluates it
 
 
 class ReportError(ValueError):
@@ -47,7 +50,7 @@ class Run:
     path: Path
     arm: str
     seed: int
-    rates: dict[str, torch.Tensor]  # source ('heldout' | 'test' | 'shapes') -> [T] per-task pass@1
+    rates: dict[str, torch.Tensor]  # source ('heldout' | 'test' | 'shapes' | 'shapes_val') -> [T] per-task pass@1
     tasks: dict[str, list[str]]  # source -> task names
     episodes: dict[str, int]  # source -> episodes per task
     train: dict = field(default_factory=dict)
@@ -59,8 +62,9 @@ def _scores(result: dict) -> dict[str, dict]:
         sources["heldout"] = result["heldout"]
     if "test" in result:
         sources["test"] = result["test"]["chosen"]
-    if "shapes" in result:
-        sources["shapes"] = result["shapes"]
+    for split in SHAPE_SPLITS:
+        if split in result:
+            sources[split] = result[split]
     return sources
 
 
@@ -247,6 +251,7 @@ class Report:
     runs: list[Run]
     notes: list[str]
     shapes: list[ArmRow] | None = None  # the arms on the `shapes` tasks, when every run evaluated them
+    shapes_val: list[ArmRow] | None = None  # the arms on the `shapes_val` tasks, when every run evaluated them
 
     @property
     def tasks(self) -> int:
@@ -284,12 +289,14 @@ def build_report(root: str | Path, reference: str) -> Report:
     notes += [f"warning: {warning}"] if warning else []
     kept = [run for by_seed in arms.values() for run in by_seed.values()]
     episodes = kept[0].episodes[source]
-    shapes = None
-    with_shapes = sum("shapes" in r.rates for r in kept)
-    if with_shapes == len(kept):
-        check_comparable(kept, "shapes")
-        shapes = ablation_rows(arms, "shapes", reference)
-    elif with_shapes:
-        notes.append(f"only {with_shapes} of {len(kept)} runs evaluated the shapes tasks (eval.shapes_n > 0):"
-                     " no shapes table")
-    return Report(Path(root), source, reference, rows, power_analysis(rows, episodes=episodes), kept, notes, shapes)
+    shape_rows = {}
+    for split, key in SHAPE_SPLITS.items():
+        evaluated = sum(split in r.rates for r in kept)
+        if evaluated == len(kept):
+            check_comparable(kept, split)
+            shape_rows[split] = ablation_rows(arms, split, reference)
+        elif evaluated:
+            notes.append(f"only {evaluated} of {len(kept)} runs evaluated the {split} tasks ({key} > 0):"
+                         f" no {split} table")
+    return Report(Path(root), source, reference, rows, power_analysis(rows, episodes=episodes), kept, notes,
+                  **shape_rows)

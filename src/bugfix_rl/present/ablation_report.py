@@ -29,7 +29,7 @@ def table_cells(report: Report, row: ArmRow) -> list[str]:
             _num(row.train["seconds_per_step"])]
 
 
-SCORE_NAMES = {"heldout": "held-out", "test": "test", "shapes": "shapes"}  # source -> column name
+SCORE_NAMES = {"heldout": "held-out", "test": "test", "shapes": "shapes", "shapes_val": "shapes_val"}  # -> column name
 SHAPES_COLUMNS = 6  # the shapes table: arm .. MDE (the training columns are the main table's)
 
 
@@ -39,19 +39,34 @@ def table_header(report: Report, source: str | None = None) -> list[str]:
             "MDE (80%)", "late reward", "exploit", "entropy", "episodes", "s / step"]
 
 
-def shapes_table(report: Report) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of the shapes table: each arm on the `shapes` tasks, compared with the reference
-    by the same seed-and-task interval as the main table; empty rows when there is no shapes table."""
-    header = table_header(report, "shapes")[:SHAPES_COLUMNS]
-    return header, [table_cells(report, row)[:SHAPES_COLUMNS] for row in report.shapes or []]
+# split -> (section title, what its tasks are)
+SHAPE_SECTIONS = {
+    "shapes": ("Shapes (function shapes held out from training)",
+               "built from function templates that training never draws"),
+    "shapes_val": ("Shapes, validation split (other held-out shapes, for choosing a recipe)",
+                   "other templates that training never draws either, kept for choosing recipes"),
+}
 
 
-def describe_shapes(report: Report) -> str:
-    shapes = report.runs[0]
-    return (f"Shapes: pass@1 on {len(shapes.tasks['shapes'])} `shapes` tasks (eval.json 'shapes', chosen checkpoint;"
-            f" built from function templates that training never draws), {shapes.episodes['shapes']} episodes per"
-            f" task per run; the same seeds-and-tasks interval and MDE as above. The held-out table stays the"
-            f" report's score; this one compares the arms on function shapes no arm trained on.")
+def shape_tables(report: Report) -> list[str]:
+    """The new-shape splits this report has a table for, in order: 'shapes', then 'shapes_val'."""
+    return [split for split in SHAPE_SECTIONS if getattr(report, split)]
+
+
+def shapes_table(report: Report, split: str = "shapes") -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of a new-shape table (`split`: 'shapes' or 'shapes_val'): each arm on those tasks,
+    compared with the reference by the same seed-and-task interval as the main table; empty rows when
+    there is no such table."""
+    header = table_header(report, split)[:SHAPES_COLUMNS]
+    return header, [table_cells(report, row)[:SHAPES_COLUMNS] for row in getattr(report, split) or []]
+
+
+def describe_shapes(report: Report, split: str = "shapes") -> str:
+    run, (heading, what) = report.runs[0], SHAPE_SECTIONS[split]
+    return (f"{heading.split(' (')[0]}: pass@1 on {len(run.tasks[split])} `{split}` tasks (eval.json '{split}',"
+            f" chosen checkpoint; {what}), {run.episodes[split]} episodes per task per run; the same"
+            f" seeds-and-tasks interval and MDE as above. The first table stays the report's score; this one"
+            f" compares the arms on function shapes no arm trained on.")
 
 
 def describe(report: Report) -> str:
@@ -137,9 +152,9 @@ def write_report(report: Report) -> list[Path]:
         lines += ["", "![forest plot](forest_plot.png)"]
     else:
         lines += ["", "(only the reference arm: no comparison, no forest plot)"]
-    if report.shapes:
-        header, cells = shapes_table(report)
-        lines += ["", "## Shapes (function shapes held out from training)", "", describe_shapes(report), "",
+    for split in shape_tables(report):
+        header, cells = shapes_table(report, split)
+        lines += ["", f"## {SHAPE_SECTIONS[split][0]}", "", describe_shapes(report, split), "",
                   "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(row) + " |" for row in cells]
     lines += ["", "## Power (alpha 0.05, power 0.8)", "", "```"] + power_lines(report.power) + ["```"]

@@ -9,8 +9,8 @@ from bugfix_rl.evaluate.ablation import Report
 from bugfix_rl.evaluate.checkpoint_eval import label_of
 from bugfix_rl.evaluate.episodes import failure_lines
 from bugfix_rl.evaluate.reliability import reliability_line
-from bugfix_rl.present.ablation_report import (describe, describe_shapes, power_lines, shapes_table, table_cells,
-                                               table_header)
+from bugfix_rl.present.ablation_report import (SHAPE_SECTIONS, describe, describe_shapes, power_lines, shape_tables,
+                                               shapes_table, table_cells, table_header)
 from bugfix_rl.present.terminal import output_console
 
 
@@ -110,15 +110,16 @@ def print_report(report: Report, console: Console | None = None) -> None:
         table.add_row(*table_cells(report, row))
     console.print(table)
     console.print(describe(report))
-    if report.shapes:
-        header, cells = shapes_table(report)
-        shapes = Table(title="shapes (function shapes held out from training)")
+    for split in shape_tables(report):
+        header, cells = shapes_table(report, split)
+        heading = SHAPE_SECTIONS[split][0]
+        shapes = Table(title=heading[0].lower() + heading[1:])
         for column in header:
             shapes.add_column(column)
         for row in cells:
             shapes.add_row(*row)
         console.print(shapes)
-        console.print(describe_shapes(report))
+        console.print(describe_shapes(report, split))
     for note in report.notes:
         console.print(f"note: {note}")
     console.print("power (alpha 0.05, power 0.8):")

@@ -190,8 +190,8 @@ def write_run_page(run_dir: Path, result: dict, episodes: dict[str, list], token
 
 def sweep_page(report) -> str:
     """`report`'s page: the ablation table, the forest plot, the verdicts, and a link to each run's page."""
-    from bugfix_rl.present.ablation_report import (describe, describe_shapes, power_lines, shapes_table,
-                                                   table_cells, table_header, verdicts)
+    from bugfix_rl.present.ablation_report import (describe, describe_shapes, power_lines, shape_tables,
+                                                   shapes_table, table_cells, table_header, verdicts)
 
     out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>report: {_e(report.root.name)}</title>"
            f"<style>{CSS}</style></head><body><h1>Ablation report: {_e(report.root.name)}</h1><table id='ablation'><tr>"]
@@ -204,9 +204,10 @@ def sweep_page(report) -> str:
         out.append(f"<img alt='forest plot' src='{uri}'>")
     out.append("<ul>" + "".join(f"<li>{_strong(line[2:])}</li>" for line in verdicts(report)) + "</ul>")
     out.append(f"<p>{_e(describe(report))}</p>")
-    if report.shapes:
-        header, cells = shapes_table(report)
-        out.append(f"<h2>Shapes</h2><p>{_e(describe_shapes(report))}</p><table id='shapes'><tr>"
+    for split in shape_tables(report):
+        header, cells = shapes_table(report, split)
+        title = "Shapes" if split == "shapes" else "Shapes (validation)"
+        out.append(f"<h2>{title}</h2><p>{_e(describe_shapes(report, split))}</p><table id='{split}'><tr>"
                    + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>")
         out += ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in cells]
         out.append("</table>")
