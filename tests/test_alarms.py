@@ -72,13 +72,12 @@ def test_a_run_logs_the_trend_and_stops_on_the_interval_rule(tmp_path):
     """+exp=smoke, 4 steps, a checkpoint every 3: the malformed trend is logged from the third step on;
     at step 3 the checkpoint is not beyond step 0's interval, so gain=interval ends the run there."""
     import json
-    import subprocess
-    import sys
 
-    result = subprocess.run(
-        [sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=smoke", "steps=4", "preflight=false", "threads=1",
-         "eval.test=false", "eval.ckpt_every=3", "stop.patience=1", "stop.gain=interval", "stop.malformed_window=3",
-         "logger.console=false", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=600)
+    from in_process import cli_result
+
+    result = cli_result("train", "+exp=smoke", "steps=4", "preflight=false", "threads=1", "eval.test=false",
+                        "eval.ckpt_every=3", "stop.patience=1", "stop.gain=interval", "stop.malformed_window=3",
+                        "logger.console=false", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [row["malformed_trend"] is None for row in rows] == [True, True, False]

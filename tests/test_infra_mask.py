@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import math
 import random
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
 import torch
+from in_process import cli_result
 
 from bugfix_rl.algo.advantage_stage import advantage_stage
 from bugfix_rl.algo.advantages import ADVANTAGES
@@ -222,12 +221,11 @@ def test_real_tools_episodes_with_injected_faults_train_as_if_removed():
 
 def test_a_tools_run_with_a_tenth_of_gradings_failing_logs_infra_masked(tmp_path):
     run = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=tools", "steps=2", "threads=1", "eval.n_val=1",
-         "eval.heldout_n=0", "eval.shapes_n=0", "eval.test=false", "logger.console=false", "preflight=false",
-         f"policy.cache_dir={tmp_path / 'cache'}",  # empty: the shipped tools base is loaded
-         "algo.group_size=4", "algo.prompts_per_step=4", "env.infra_fault_rate=0.1", f"hydra.run.dir={run}"],
-        capture_output=True, text=True, timeout=600)
+    result = cli_result(  # in this process (tests/in_process.py)
+        "train", "+exp=tools", "steps=2", "threads=1", "eval.n_val=1", "eval.heldout_n=0", "eval.shapes_n=0",
+        "eval.test=false", "logger.console=false", "preflight=false",
+        f"policy.cache_dir={tmp_path / 'cache'}",  # empty: the shipped tools base is loaded
+        "algo.group_size=4", "algo.prompts_per_step=4", "env.infra_fault_rate=0.1", f"hydra.run.dir={run}")
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert all("infra_masked" in row and "infra_reward_lost" in row for row in rows)

@@ -168,14 +168,12 @@ def test_a_stale_run_logs_the_mismatch_warns_and_stops_when_asked(tmp_path):
     (0.013 on this seed), so the alarm turns on at step 1, says so on stderr, and with
     stop.kl_mu_prox_stop=true ends the run at step 2. Every row has q28's two diagnostics."""
     import json
-    import subprocess
-    import sys
 
-    result = subprocess.run(
-        [sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=smoke", "steps=4", "preflight=false", "threads=1",
-         "eval.test=false", "rollout.max_staleness=1", "algo.tis_cap=2", "stop.kl_mu_prox_max=0.005",
-         "stop.kl_mu_prox_stop=true", "logger.console=false", f"hydra.run.dir={tmp_path}"],
-        capture_output=True, text=True, timeout=600)
+    from in_process import cli_result
+
+    result = cli_result("train", "+exp=smoke", "steps=4", "preflight=false", "threads=1", "eval.test=false",
+                        "rollout.max_staleness=1", "algo.tis_cap=2", "stop.kl_mu_prox_max=0.005",
+                        "stop.kl_mu_prox_stop=true", "logger.console=false", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [row["kl_mu_prox_alarm"] for row in rows] == [0.0, 1.0]

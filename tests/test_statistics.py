@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from in_process import cli_result
 from scipy.stats import t as student_t
 
 from bugfix_rl.config import ComputeBudget, PlanConfig, StopConfig
@@ -252,10 +253,8 @@ def test_validation_stall_and_spent_signal_by_hand():
 
 
 def test_a_stop_rule_ends_a_run_and_eval_json_records_it(tmp_path):
-    script = str(Path(sys.executable).with_name("bugfix-rl"))
-    result = subprocess.run([script, "train", "+exp=smoke", "steps=4", "preflight=false", "threads=1",
-                             "stop.zero_adv_window=1", "stop.zero_adv_threshold=0.0", f"hydra.run.dir={tmp_path}"],
-                            capture_output=True, text=True, timeout=600, cwd=ROOT)
+    result = cli_result("train", "+exp=smoke", "steps=4", "preflight=false", "threads=1", "stop.zero_adv_window=1",
+                        "stop.zero_adv_threshold=0.0", f"hydra.run.dir={tmp_path}", cwd=ROOT)  # in this process
     assert result.returncode == 0, result.stderr[-2000:]
     out = json.loads((tmp_path / "eval.json").read_text())
     assert out["stop"]["stopped_at"] == 1 and out["stop"]["steps_saved"] == 3

@@ -4,14 +4,13 @@ One Bash call chains up to MAX_CHAIN sandbox runs and a turn holds up to max_cal
 run with the sandbox's own wall limit; `env.step_budget_s` bounds them all together."""
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 
 from bugfix_rl.gym.tasks import task_by_name
 from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
+from in_process import cli_result
 from sandboxes import start_sandbox
 
 TASK = task_by_name("compare/under_cap")  # def under_cap(load, cap): return load < cap
@@ -74,6 +73,5 @@ def test_normal_steps_do_not_touch_the_budget(sandbox):
 
 
 def test_a_budget_that_is_not_positive_is_a_config_error():
-    result = subprocess.run([sys.executable, "-m", "bugfix_rl.cli", "train", "env=tools", "env.step_budget_s=0"],
-                            capture_output=True, text=True, timeout=120)
+    result = cli_result("train", "env=tools", "env.step_budget_s=0")  # in this process (tests/in_process.py)
     assert result.returncode == 2 and "env.step_budget_s must be > 0" in result.stderr, result.stderr

@@ -8,11 +8,10 @@ import dataclasses
 import json
 import math
 import random
-import subprocess
-import sys
 
 import pytest
 import torch
+from in_process import cli_result
 
 from bugfix_rl.algo.advantage_stage import advantage_stage
 from bugfix_rl.algo.advantages import ADVANTAGES
@@ -276,12 +275,11 @@ def test_turns_in_the_token_stream_are_the_tools_envs_turns(sandbox):
 def test_one_training_step_on_the_tools_env_with_turn_credit(tmp_path):
     """The arm as the sweep runs it (scripts/turn_credit_sweep.sh), one step, from the shipped tools RL base."""
     run = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "bugfix_rl.cli", "train", "+exp=tools", "+ablation=turn_credit", "steps=1",
-         "threads=1", "eval.n_val=1", "eval.n_test=1", "eval.heldout_n=1", "eval.shapes_n=0", "eval.test=false",
-         "logger.console=false",
-         "preflight=false", f"policy.cache_dir={tmp_path / 'cache'}", "algo.group_size=2", "algo.prompts_per_step=2",
-         f"hydra.run.dir={run}"], capture_output=True, text=True, timeout=600)
+    result = cli_result(  # in this process (tests/in_process.py)
+        "train", "+exp=tools", "+ablation=turn_credit", "steps=1", "threads=1", "eval.n_val=1", "eval.n_test=1",
+        "eval.heldout_n=1", "eval.shapes_n=0", "eval.test=false", "logger.console=false", "preflight=false",
+        f"policy.cache_dir={tmp_path / 'cache'}", "algo.group_size=2", "algo.prompts_per_step=2",
+        f"hydra.run.dir={run}")
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     step = rows[-1]

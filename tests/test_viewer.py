@@ -5,11 +5,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from in_process import cli_result
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium")
@@ -34,9 +34,8 @@ def render(page: Path) -> tuple[str, list[str]]:
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("viewer_run")
-    result = subprocess.run([str(Path(sys.executable).with_name("bugfix-rl")), "train", "+exp=smoke", "threads=1",
-                             "preflight=false", f"hydra.run.dir={run_dir}"], capture_output=True, text=True,
-                            timeout=600, cwd=ROOT)
+    result = cli_result("train", "+exp=smoke", "threads=1", "preflight=false", f"hydra.run.dir={run_dir}",
+                        cwd=ROOT)  # in this process (tests/in_process.py)
     assert result.returncode == 0, result.stderr[-2000:]
     return run_dir
 
