@@ -485,6 +485,21 @@ def test_report_shapes_val_table_by_hand_in_report_md_the_console_and_the_page(t
     assert "<h2>Shapes (validation)</h2>" in page and "id='shapes_val'" in page and "<h2>Shapes</h2>" not in page
 
 
+def test_new_shape_evaluations_that_cannot_be_paired_are_a_note_not_a_failed_report(tmp_path):
+    _fake_run(tmp_path, "default", 0, [4, 2], 4, heldout=True, shapes_val=[1, 2, 3])
+    _fake_run(tmp_path, "default", 1, [3, 2], 4, heldout=True, shapes_val=[1, 2])  # other tasks
+    report = build_report(tmp_path, "default")
+    assert report.shapes_val is None and len(report.rows) == 1
+    assert any(note.startswith("no shapes_val table: runs were evaluated on different shapes_val tasks")
+               for note in report.notes)
+    _fake_run(tmp_path / "partial", "default", 0, [4, 2], 4, heldout=True, shapes_val=[1, 2, 3])
+    _fake_run(tmp_path / "partial", "default", 1, [3, 2], 4, heldout=True)
+    partial = build_report(tmp_path / "partial", "default")
+    assert partial.shapes_val is None
+    assert any("only 1 of 2 runs evaluated the shapes_val tasks (eval.shapes_val_n > 0)" in note
+               for note in partial.notes)
+
+
 def test_report_names_runs_without_shapes_and_draws_no_shapes_table(tmp_path):
     _fake_run(tmp_path, "default", 0, [4, 2], 4, heldout=True, shapes=[1, 2, 3])
     _fake_run(tmp_path, "default", 1, [3, 2], 4, heldout=True)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest_qwen import QWEN_OVERRIDES, qwen_config, run_cli, tiny_qwen, tiny_qwen_dir  # noqa: F401
+from conftest_qwen import QWEN_OVERRIDES, REPO, qwen_config, run_cli, tiny_qwen, tiny_qwen_dir  # noqa: F401
 from repo_scripts import load_script
 
 from bugfix_rl.algo import update as update_module
@@ -302,6 +304,14 @@ def _device_script(*args: str) -> dict:
     finally:
         torch.set_num_threads(threads)
     return json.loads(Path(args[args.index("--out") + 1]).read_text())
+
+
+def test_device_script_starts_as_a_script():
+    """As the GPU session starts it (`python scripts/qwen_device_run.py ...`): its own imports (bugfix_rl
+    before torch) and its __main__ block; the runs below call its main() in this process."""
+    result = subprocess.run([sys.executable, "scripts/qwen_device_run.py", "--help"], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0 and "--lab" in result.stdout and "--tiny" in result.stdout, result.stderr[-2000:]
 
 
 def test_device_script_runs_tiny_on_cpu(tmp_path):

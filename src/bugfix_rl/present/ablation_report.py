@@ -44,7 +44,7 @@ SHAPE_SECTIONS = {
     "shapes": ("Shapes (function shapes held out from training)",
                "built from function templates that training never draws"),
     "shapes_val": ("Shapes, validation split (other held-out shapes, for choosing a recipe)",
-                   "other templates that training never draws either, kept for choosing recipes"),
+                   "other templates that training never draws, kept for choosing recipes"),
 }
 
 

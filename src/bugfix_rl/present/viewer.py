@@ -160,7 +160,7 @@ def run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) 
                    f" {_rate(result['heldout_base'])} (all held-out tasks).</p>")
         out += _reliability(result["heldout"], "final") + _reliability(result["heldout_base"], "start")
     for split, title, what in (("shapes", "Shapes", "function shapes held out from training"),
-                               ("shapes_val", "Shapes (validation)", "other held-out shapes, for choosing recipes")):
+                               ("shapes_val", "Shapes (validation)", "other held-out shapes, for choosing a recipe")):
         if split not in result:
             continue
         d, shapes = result[f"{split}_paired_diff"], result[split]
@@ -171,7 +171,7 @@ def run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) 
             out += [f"<p>{_e(line)}</p>" for line in gain_kept_lines(result)]
     out.append("<h2>Episodes</h2>")
     if not episodes:
-        out.append("<p class='note'>No episodes: this run evaluated neither test, held-out nor shapes tasks"
+        out.append("<p class='note'>No episodes: this run evaluated no test, held-out, shapes or shapes_val tasks"
                    " (eval.test=false, eval.heldout_n=0, eval.shapes_n=0, eval.shapes_val_n=0).</p>")
     else:
         out.append(legend())
