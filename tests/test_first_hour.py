@@ -18,10 +18,10 @@ import pytest
 from in_process import CliResult, cli_result
 
 
-def _cli(*args: str) -> CliResult:
+def _cli(*args: str, cwd: Path | None = None) -> CliResult:
     """`bugfix-rl <args>` in this process (tests/in_process.py). What only a process shows runs the real
     command below: Ctrl-C, a terminal (tmux), concurrent base builds."""
-    return cli_result(*args)
+    return cli_result(*args, cwd=cwd)
 
 
 BAD_VALUES = [
@@ -90,8 +90,7 @@ def test_ctrl_c_names_the_checkpoint_and_its_resume_command_which_runs(tmp_path)
     start = int(checkpoint.stem.removeprefix("step_"))
     overrides = [f"steps={start + 1}" for arg in command[2:] if arg == "steps=200"]
     overrides += [arg for arg in command[2:] if arg != "steps=200" and not arg.startswith("hydra.run.dir=")]
-    resumed = subprocess.run([sys.executable, "-m", "bugfix_rl.cli", "train", *overrides], capture_output=True,
-                             text=True, timeout=600, cwd=tmp_path)  # the default run dir, under tmp_path
+    resumed = _cli("train", *overrides, cwd=tmp_path)  # the default run dir, under tmp_path
     assert resumed.returncode == 0, resumed.stderr
     (resumed_dir,) = (tmp_path / "outputs").glob(f"*/*_seed0_from_run_{checkpoint.stem}")  # names its origin
     assert f"resuming {run_dir} from step {start} into {resumed_dir}" in resumed.stderr
