@@ -476,13 +476,13 @@ def test_report_shapes_val_table_by_hand_in_report_md_the_console_and_the_page(t
     header, cells = shapes_table(report, "shapes_val")
     assert header[2] == "shapes_val pass@1 by seed" and cells[1][4].startswith(f"{float(by_hand.diff):+.3f} [")
     markdown = write_report(report)[0].read_text()
-    assert "## Shapes, validation split" in markdown and "## Shapes (" not in markdown
+    assert "## shapes_val (new function shapes for choosing a recipe)" in markdown and "## Shapes (" not in markdown
     assert "pass@1 on 4 `shapes_val` tasks" in markdown and "| kl | 0 1 | 0.500 0.562 |" in markdown
     console = Console(record=True, width=200)
     print_report(report, console)
-    assert "shapes, validation split" in console.export_text()
+    assert "shapes_val (new function shapes for choosing a recipe)" in console.export_text()
     page = sweep_page(report)
-    assert "<h2>Shapes (validation)</h2>" in page and "id='shapes_val'" in page and "<h2>Shapes</h2>" not in page
+    assert "<h2>shapes_val</h2>" in page and "id='shapes_val'" in page and "<h2>Shapes</h2>" not in page
 
 
 def test_new_shape_evaluations_that_cannot_be_paired_are_a_note_not_a_failed_report(tmp_path):

@@ -89,14 +89,14 @@ def test_the_run_page_shows_shapes_val_after_shapes_without_a_gain_kept_line(tmp
         result[split], result[f"{split}_base"] = pass_rate_summary(final, 4), pass_rate_summary(start, 4)
         result[f"{split}_paired_diff"] = paired_summary(final, start, 4)
     page = run_page(tmp_path, result, {}, tokenizer=None)
-    assert page.index("<h2>Shapes</h2>") < page.index("<h2>Shapes (validation)</h2>")
-    section = page.split("<h2>Shapes (validation)</h2>", 1)[1].split("<h2>", 1)[0]
+    assert page.index("<h2>Shapes</h2>") < page.index("<h2>shapes_val</h2>")
+    section = page.split("<h2>shapes_val</h2>", 1)[1].split("<h2>", 1)[0]
     assert "id='shapes_val'" in section and "chosen checkpoint 0.500 [" in section and "start 0.250 [" in section
     assert "all 50 shapes_val tasks x 4" in section and "paired over tasks: +0.250 [" in section
     assert "gain" not in section
     shapes_keys = ("shapes", "shapes_base", "shapes_paired_diff")
     only_val = run_page(tmp_path, {k: v for k, v in result.items() if k not in shapes_keys}, {}, tokenizer=None)
-    assert "<h2>Shapes (validation)</h2>" in only_val and "<h2>Shapes</h2>" not in only_val
+    assert "<h2>shapes_val</h2>" in only_val and "<h2>Shapes</h2>" not in only_val
 
 
 @needs_chromium

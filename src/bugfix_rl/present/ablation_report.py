@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bugfix_rl.evaluate.ablation import ArmRow, Report
+from bugfix_rl.present.report_run import SHAPE_SPLIT_TITLES, shape_heading
 
 
 def forest_rows(report: Report) -> list[dict]:
@@ -39,18 +40,9 @@ def table_header(report: Report, source: str | None = None) -> list[str]:
             "MDE (80%)", "late reward", "exploit", "entropy", "episodes", "s / step"]
 
 
-# split -> (section title, what its tasks are)
-SHAPE_SECTIONS = {
-    "shapes": ("Shapes (function shapes held out from training)",
-               "built from function templates that training never draws"),
-    "shapes_val": ("Shapes, validation split (other held-out shapes, for choosing a recipe)",
-                   "other templates that training never draws, kept for choosing recipes"),
-}
-
-
 def shape_tables(report: Report) -> list[str]:
     """The new-shape splits this report has a table for, in order: 'shapes', then 'shapes_val'."""
-    return [split for split in SHAPE_SECTIONS if getattr(report, split)]
+    return [split for split in SHAPE_SPLIT_TITLES if getattr(report, split)]
 
 
 def shapes_table(report: Report, split: str = "shapes") -> tuple[list[str], list[list[str]]]:
@@ -62,8 +54,8 @@ def shapes_table(report: Report, split: str = "shapes") -> tuple[list[str], list
 
 
 def describe_shapes(report: Report, split: str = "shapes") -> str:
-    run, (heading, what) = report.runs[0], SHAPE_SECTIONS[split]
-    return (f"{heading.split(' (')[0]}: pass@1 on {len(run.tasks[split])} `{split}` tasks (eval.json '{split}',"
+    run, (title, what) = report.runs[0], SHAPE_SPLIT_TITLES[split]
+    return (f"{title}: pass@1 on {len(run.tasks[split])} `{split}` tasks (eval.json '{split}',"
             f" chosen checkpoint; {what}), {run.episodes[split]} episodes per task per run; the same"
             f" seeds-and-tasks interval and MDE as above. The first table stays the report's score; this one"
             f" compares the arms on function shapes no arm trained on.")
@@ -154,7 +146,7 @@ def write_report(report: Report) -> list[Path]:
         lines += ["", "(only the reference arm: no comparison, no forest plot)"]
     for split in shape_tables(report):
         header, cells = shapes_table(report, split)
-        lines += ["", f"## {SHAPE_SECTIONS[split][0]}", "", describe_shapes(report, split), "",
+        lines += ["", f"## {shape_heading(split)}", "", describe_shapes(report, split), "",
                   "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(row) + " |" for row in cells]
     lines += ["", "## Power (alpha 0.05, power 0.8)", "", "```"] + power_lines(report.power) + ["```"]

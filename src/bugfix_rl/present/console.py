@@ -11,7 +11,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from bugfix_rl.present.dashboard import ASYNC_KEYS, CONSOLE_KEYS
-from bugfix_rl.present.report_run import gain_kept_lines, pass_at_text, start_chosen_lines
+from bugfix_rl.present.report_run import SPLIT_LABELS, gain_kept_lines, pass_at_text, start_chosen_lines
 from bugfix_rl.present.terminal import output_console
 from bugfix_rl.progress import bar_columns
 
@@ -101,7 +101,7 @@ class TrainConsole:
             d = test["paired_diff"]
             self.print(f"chosen - base, paired over {d['tasks']} test tasks: {d['diff']:+.3f}"
                        f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]")
-        for split in ("heldout", "shapes", "shapes_val"):  # the chosen checkpoint and the start on all tasks of the split
+        for split in SPLIT_LABELS:  # the chosen checkpoint and the start on all tasks of the split
             if split in result:
                 for line in start_chosen_lines(result, split, self.cfg.seed):
                     self.print(line)

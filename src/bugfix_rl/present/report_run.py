@@ -53,10 +53,9 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
                   f" per task {result['heldout']['per_task']} (of {result['heldout']['n']})."]
         if "behaviour" in result["heldout"] and "behaviour" in result.get("heldout_base", {}):
             lines += ["", *tool_table(result["heldout_base"], result["heldout"])]
-    for split, heading in (("shapes", "Shapes (function shapes held out from training)"),
-                           ("shapes_val", "shapes_val (new function shapes for choosing a recipe)")):
+    for split in SHAPE_SPLIT_TITLES:
         if split in result:
-            lines += ["", f"## {heading}", "", *start_chosen_lines(result, split, cfg["seed"]),
+            lines += ["", f"## {shape_heading(split)}", "", *start_chosen_lines(result, split, cfg["seed"]),
                       *(gain_kept_lines(result) if split == "shapes" else []), "",
                       f"Chosen checkpoint per task: {result[split]['per_task']} (of {result[split]['n']})."]
     train = result["train"]
@@ -69,6 +68,17 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
 
 
 SPLIT_LABELS = {"heldout": "held-out", "shapes": "shapes", "shapes_val": "shapes_val"}  # eval.json key -> printed name
+# the new-shape splits -> (title, what their tasks are): how summary.md, the run page and `report` name them
+SHAPE_SPLIT_TITLES = {
+    "shapes": ("Shapes", "function shapes held out from training"),
+    "shapes_val": ("shapes_val", "new function shapes for choosing a recipe"),
+}
+
+
+def shape_heading(split: str) -> str:
+    """A new-shape split's section heading: 'Shapes (function shapes held out from training)' and its like."""
+    title, what = SHAPE_SPLIT_TITLES[split]
+    return f"{title} ({what})"
 
 
 def start_chosen_lines(result: dict, split: str, seed: int) -> list[str]:

@@ -9,8 +9,9 @@ from bugfix_rl.evaluate.ablation import Report
 from bugfix_rl.evaluate.checkpoint_eval import label_of
 from bugfix_rl.evaluate.episodes import failure_lines
 from bugfix_rl.evaluate.reliability import reliability_line
-from bugfix_rl.present.ablation_report import (SHAPE_SECTIONS, describe, describe_shapes, power_lines, shape_tables,
-                                               shapes_table, table_cells, table_header)
+from bugfix_rl.present.ablation_report import (describe, describe_shapes, power_lines, shape_tables, shapes_table,
+                                               table_cells, table_header)
+from bugfix_rl.present.report_run import shape_heading
 from bugfix_rl.present.terminal import output_console
 
 
@@ -112,7 +113,7 @@ def print_report(report: Report, console: Console | None = None) -> None:
     console.print(describe(report))
     for split in shape_tables(report):
         header, cells = shapes_table(report, split)
-        heading = SHAPE_SECTIONS[split][0]
+        heading = shape_heading(split)
         shapes = Table(title=heading[0].lower() + heading[1:])
         for column in header:
             shapes.add_column(column)

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from bugfix_rl.evaluate.episodes import decode_ids, token_runs
 from bugfix_rl.evaluate.reliability import reliability_line
-from bugfix_rl.present.report_run import gain_kept_lines
+from bugfix_rl.present.report_run import SHAPE_SPLIT_TITLES, gain_kept_lines
 
 EPISODES_PER_KIND = 2  # successes and failures shown per task and policy
 
@@ -159,8 +159,7 @@ def run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) 
         out.append(f"<h2>Held-out</h2><p>chosen checkpoint {_rate(result['heldout'])}; start"
                    f" {_rate(result['heldout_base'])} (all held-out tasks).</p>")
         out += _reliability(result["heldout"], "final") + _reliability(result["heldout_base"], "start")
-    for split, title, what in (("shapes", "Shapes", "function shapes held out from training"),
-                               ("shapes_val", "Shapes (validation)", "other held-out shapes, for choosing a recipe")):
+    for split, (title, what) in SHAPE_SPLIT_TITLES.items():
         if split not in result:
             continue
         d, shapes = result[f"{split}_paired_diff"], result[split]
@@ -206,8 +205,7 @@ def sweep_page(report) -> str:
     out.append(f"<p>{_e(describe(report))}</p>")
     for split in shape_tables(report):
         header, cells = shapes_table(report, split)
-        title = "Shapes" if split == "shapes" else "Shapes (validation)"
-        out.append(f"<h2>{title}</h2><p>{_e(describe_shapes(report, split))}</p><table id='{split}'><tr>"
+        out.append(f"<h2>{SHAPE_SPLIT_TITLES[split][0]}</h2><p>{_e(describe_shapes(report, split))}</p><table id='{split}'><tr>"
                    + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>")
         out += ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in cells]
         out.append("</table>")
