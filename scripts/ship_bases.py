@@ -26,8 +26,7 @@ from pathlib import Path
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch
 
-from bugfix_rl.cli import CONF_DIR
-from bugfix_rl.config import register_configs, to_object
+from bugfix_rl.cli import CONF_DIR, compose_train
 from bugfix_rl.kernels import pinnable, requested_mode, settle_mkl_branch
 from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.recipes.rl_base import SHIPPED_DIR, base_path, make_rl_base
@@ -35,16 +34,12 @@ from bugfix_rl.recipes.rl_base import SHIPPED_DIR, base_path, make_rl_base
 def shipped_configs() -> list[tuple[str, object]]:
     """(label, TrainConfig) of the default config and of every experiment in conf/exp, composed as
     `bugfix-rl train` composes them, that starts TinyAgent from policy.init=rl_base."""
-    from hydra import compose, initialize_config_dir
-
-    register_configs()
     labels = ["default"] + sorted(path.stem for path in (CONF_DIR / "exp").glob("*.yaml"))
     configs = []
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        for label in labels:
-            cfg = to_object(compose("train", overrides=[] if label == "default" else [f"exp={label}"]))
-            if cfg.policy.name == "tiny" and cfg.policy.init == "rl_base":
-                configs.append((label, cfg))
+    for label in labels:
+        cfg = compose_train([] if label == "default" else [f"exp={label}"])
+        if cfg.policy.name == "tiny" and cfg.policy.init == "rl_base":
+            configs.append((label, cfg))
     return configs
 
 
