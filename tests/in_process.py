@@ -22,15 +22,31 @@ from pathlib import Path
 import torch
 
 
+@contextmanager
+def _process_state_kept():
+    """Afterwards, what a command changes for the whole process is as it was: the working directory,
+    sys.argv, torch's thread count (a run sets its own `threads`) and random state, and the root logger
+    (Hydra configures logging for each run)."""
+    here, argv, threads, rng = os.getcwd(), sys.argv[:], torch.get_num_threads(), torch.get_rng_state()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        os.chdir(here)
+        sys.argv = argv
+        torch.set_num_threads(threads)
+        torch.set_rng_state(rng)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
 def run_cli_in_process(*args: str) -> None:
-    """cli.main(args), with torch's thread count restored afterwards (a run sets its own `threads`)."""
+    """cli.main(args), printing as it goes (an error propagates); the process state kept as it was."""
     from bugfix_rl import cli
 
-    threads = torch.get_num_threads()
-    try:
+    with _process_state_kept():
         cli.main(list(args))
-    finally:
-        torch.set_num_threads(threads)
 
 
 @dataclass
@@ -85,16 +101,12 @@ def cli_result(*args: str, cwd: Path | str | None = None) -> CliResult:
     descriptors 1 and 2 (C code, child processes) appended after them. SystemExit becomes the exit status
     the console script would give (cli.exit_status). An exception inside a command is turned by Hydra into
     a short traceback and status 1, as in a process (Hydra re-raises it instead when HYDRA_FULL_ERROR is
-    set or a tracer such as coverage runs); one raised before Hydra starts propagates. Afterwards the
-    working directory, sys.argv, torch's thread count and random state, and the root logger (Hydra
-    configures logging for each run) are as they were."""
+    set or a tracer such as coverage runs); one raised before Hydra starts propagates. The process state
+    is kept as it was (_process_state_kept)."""
     from bugfix_rl import cli
 
     out, err = io.StringIO(), io.StringIO()
-    here, argv, threads, rng = os.getcwd(), sys.argv[:], torch.get_num_threads(), torch.get_rng_state()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
+    with _process_state_kept():
         if cwd is not None:
             os.chdir(cwd)
         with _file_descriptor_capture() as written, warnings.catch_warnings(record=True) as caught:
@@ -109,11 +121,4 @@ def cli_result(*args: str, cwd: Path | str | None = None) -> CliResult:
                     err.write(warnings.formatwarning(warning.message, warning.category, warning.filename,
                                                      warning.lineno, warning.line))
             fd_out, fd_err = written()
-    finally:
-        os.chdir(here)
-        sys.argv = argv
-        torch.set_num_threads(threads)
-        torch.set_rng_state(rng)
-        root.handlers[:] = handlers
-        root.setLevel(level)
     return CliResult(code, out.getvalue() + fd_out, err.getvalue() + fd_err)

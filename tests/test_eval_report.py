@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from in_process import run_cli_in_process
 
-from bugfix_rl import cli
 from bugfix_rl.evaluate.ablation import ReportError, build_report
 from bugfix_rl.evaluate.checkpoint_eval import run_eval
 from bugfix_rl.evaluate.evaluate import success_counts
@@ -35,8 +35,7 @@ COMMON = ["threads=1"]  # the machine is shared: one thread avoids oversubscript
 
 
 def run_cli(argv: list[str]) -> None:
-    torch.set_num_threads(1)
-    cli.main(argv)
+    run_cli_in_process(*argv)  # in this process, which keeps its state (tests/in_process.py)
 
 
 @pytest.fixture(scope="module")

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import pytest
 import torch
-from in_process import run_cli_in_process
+from in_process import CliResult, cli_result
 from safetensors.torch import load_file
 
 from bugfix_rl.errors import UserError
@@ -17,24 +16,23 @@ from bugfix_rl.commands.inputs import resume_checkpoint
 SMOKE = ("+exp=smoke", "eval.ckpt_every=1", "threads=1", "preflight=false")
 
 
-def _train(cwd: Path, capfd, *args: str):
-    """`bugfix-rl train <SMOKE> <args>` run from `cwd` in this process: its captured (out, err)."""
-    capfd.readouterr()
-    with contextlib.chdir(cwd):
-        run_cli_in_process("train", *SMOKE, *args)
-    return capfd.readouterr()
+def _train(cwd: Path, *args: str) -> CliResult:
+    """`bugfix-rl train <SMOKE> <args>` run from `cwd` in this process (tests/in_process.py)."""
+    result = cli_result("train", *SMOKE, *args, cwd=cwd)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
 
 
-def test_resume_from_a_run_dir_equals_resume_from_its_last_checkpoint(tmp_path, capfd):
+def test_resume_from_a_run_dir_equals_resume_from_its_last_checkpoint(tmp_path):
     origin = tmp_path / "origin"
-    _train(tmp_path, capfd, "steps=2", f"hydra.run.dir={origin}")
+    _train(tmp_path, "steps=2", f"hydra.run.dir={origin}")
     last = origin / "checkpoints" / "step_002.safetensors"
 
-    from_dir = _train(tmp_path, capfd, "steps=3", f"resume={origin}")  # the default run dir, under tmp_path/outputs
-    assert f"resume={origin} is a run dir: resuming from its last checkpoint {last}" in from_dir.err
+    from_dir = _train(tmp_path, "steps=3", f"resume={origin}")  # the default run dir, under tmp_path/outputs
+    assert f"resume={origin} is a run dir: resuming from its last checkpoint {last}" in from_dir.stderr
     (dir_run,) = (tmp_path / "outputs" / "smoke").glob("*_seed0_from_origin_step_002")  # named after the file
     from_file = tmp_path / "from_file"
-    _train(tmp_path, capfd, "steps=3", f"resume={last}", f"hydra.run.dir={from_file}")
+    _train(tmp_path, "steps=3", f"resume={last}", f"hydra.run.dir={from_file}")
 
     by_dir = load_file(dir_run / "checkpoints" / "step_003.safetensors")
     by_file = load_file(from_file / "checkpoints" / "step_003.safetensors")
