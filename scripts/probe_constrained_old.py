@@ -43,16 +43,13 @@ class OldStringGuide:
 
     def file_runs(self, context: list[int]) -> list[int] | None:
         """The latest listing's tokens without its line numbers (None if the context holds none)."""
-        end = len(context)
-        while end > 0:
-            end = max((i for i in range(end) if context[i] == self.eoo), default=-1)
-            if end < 0:
-                return None
-            start = max((i for i in range(end) if context[i] in (self.eoa, self.eoo)), default=0) + 1
-            segment = context[start:end]
+        bounds = [i for i, t in enumerate(context) if t in (self.eoa, self.eoo)]  # each segment's end
+        for k in range(len(bounds) - 1, -1, -1):
+            if context[bounds[k]] != self.eoo:
+                continue  # an action, not an observation
+            segment = context[bounds[k - 1] + 1 if k else 1:bounds[k]]  # (the first one after bos)
             if segment and segment[0] in self.numbers:
-                return [t for k, t in enumerate(segment) if not (k == 0 or segment[k - 1] == self.nl)]
-            end = start - 1
+                return [t for j, t in enumerate(segment) if not (j == 0 or segment[j - 1] == self.nl)]
         return None
 
     def allowed(self, context: list[int]) -> list[int] | None:
