@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import bugfix_rl  # noqa: E402,F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch  # noqa: E402
 
+from bugfix_rl.gym.tasks import SPLITS  # noqa: E402
 from bugfix_rl.policy import tiny  # noqa: E402
 
 
@@ -91,14 +92,24 @@ class OldStringGuide:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("ckpt")
-    parser.add_argument("--split", default="shapes_val")
-    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--split", default="shapes_val", choices=SPLITS)
+    parser.add_argument("--n", type=int, default=8, help="episodes per task (>= 1)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.n < 1:
+        parser.error(f"--n {args.n} must be >= 1")
 
+    from bugfix_rl.checkpoint import CheckpointError
+    from bugfix_rl.errors import UserError
     from bugfix_rl.evaluate.checkpoint_eval import evaluate_policy, load_policy, paired_difference
 
-    policy = load_policy(args.ckpt)
+    try:
+        policy = load_policy(args.ckpt)
+    except (CheckpointError, OSError, UserError, ValueError) as err:  # one line, exit 1: a wrong path is not a crash
+        sys.exit(f"probe_constrained_old: {err}")
+    if policy.cfg.env.name != "tools":
+        sys.exit(f"probe_constrained_old: {args.ckpt} was trained on env={policy.cfg.env.name}; the guide reads"
+                 " the tools env's Edit calls")
     original, guide = tiny.TinyAgent.forward_step, OldStringGuide(policy.tokenizer)
     results = {}
     try:
