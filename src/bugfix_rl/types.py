@@ -20,7 +20,9 @@ class Trajectory:
     reward: scalar outcome; group: index of its group (same task, same step); info: what happened
     (an env-specific record such as EpisodeInfo); policy_version: the learner step whose weights
     sampled it (its staleness when trained at step s is s - policy_version); oov_words: the words of
-    the episode's out-of-vocabulary slots, in slot order (`Tokenizer.decode(ids, oov_words)`).
+    the episode's out-of-vocabulary slots, in slot order (`Tokenizer.decode(ids, oov_words)`); guided:
+    (position in ids, allowed ids) of each token sampled under guided decoding (policy/guided_edits.py),
+    which the trainer's log-probs renormalise over as the sampler did.
     """
 
     ids: list[int]
@@ -31,6 +33,7 @@ class Trajectory:
     info: object
     policy_version: int = 0
     oov_words: tuple[str, ...] = ()
+    guided: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
     def policy_tokens(self) -> int:
@@ -46,7 +49,9 @@ class Batch:
     same positions (0 elsewhere); rewards: [B]; groups: [B] long group index; advantages: [B] (filled
     by the advantage stage; zeros until then); pad_id: the id right padding uses (a chat model's pad
     token may also occur inside an episode, so trimming never cuts a policy token); turn_advantages:
-    [B, T-1] per-token term added to `advantages` (algo.turn_credit; 0 off the mask), None when off.
+    [B, T-1] per-token term added to `advantages` (algo.turn_credit; 0 off the mask), None when off;
+    allowed: [B, T-1, K] the ids guided decoding allowed at each position, right-padded with -1 (all -1
+    where it did not guide; policy/guided_edits.hold_to_allowed), None when no episode was guided.
     """
 
     ids: torch.Tensor
@@ -57,6 +62,7 @@ class Batch:
     advantages: torch.Tensor
     pad_id: int = 0
     turn_advantages: torch.Tensor | None = None
+    allowed: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.ids.shape[0]
@@ -65,7 +71,8 @@ class Batch:
         """A sub-batch of rows, trimmed to its own longest sequence."""
         sub = Batch(*(t[index] for t in (self.ids, self.mask, self.old_logp, self.rewards, self.groups,
                                           self.advantages)), pad_id=self.pad_id,
-                    turn_advantages=None if self.turn_advantages is None else self.turn_advantages[index])
+                    turn_advantages=None if self.turn_advantages is None else self.turn_advantages[index],
+                    allowed=None if self.allowed is None else self.allowed[index])
         return sub.trimmed()
 
     def token_advantages(self) -> torch.Tensor:
@@ -87,8 +94,9 @@ class Batch:
             return self
         length = int(self.lengths().max())
         turn = None if self.turn_advantages is None else self.turn_advantages[:, : length - 1]
+        allowed = None if self.allowed is None else self.allowed[:, : length - 1]
         return Batch(self.ids[:, :length], self.mask[:, : length - 1], self.old_logp[:, : length - 1],
-                     self.rewards, self.groups, self.advantages, self.pad_id, turn)
+                     self.rewards, self.groups, self.advantages, self.pad_id, turn, allowed)
 
 
 @dataclass
@@ -121,4 +129,22 @@ def collate(trajectories: list[Trajectory], pad_id: int = 0) -> Batch:
     logp[real] = torch.tensor([x for t in trajectories for x in t.sampler_logp], dtype=torch.float)
     rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float)
     groups = torch.tensor([t.group for t in trajectories], dtype=torch.long)
-    return Batch(ids, mask[:, 1:], logp[:, 1:], rewards, groups, torch.zeros(B), pad_id)
+    return Batch(ids, mask[:, 1:], logp[:, 1:], rewards, groups, torch.zeros(B), pad_id,
+                 allowed=_allowed_ids(trajectories, T))
+
+
+def _allowed_ids(trajectories: list[Trajectory], T: int) -> torch.Tensor | None:
+    """Batch.allowed from the episodes' guided positions: [B, T-1, K], -1 padded; None when none was guided."""
+    K = max((len(ids) for t in trajectories for _, ids in t.guided), default=0)
+    if not K:
+        return None
+    allowed = torch.full((len(trajectories), T, K), -1, dtype=torch.long)
+    rows, positions, columns, values = [], [], [], []
+    for b, t in enumerate(trajectories):
+        for position, ids in t.guided:
+            rows += [b] * len(ids)
+            positions += [position] * len(ids)
+            columns += range(len(ids))
+            values += ids
+    allowed[rows, positions, columns] = torch.tensor(values, dtype=torch.long)
+    return allowed[:, 1:]  # aligned with ids[:, 1:], as the mask

@@ -19,11 +19,13 @@ from bugfix_rl.algo.objective import (AGGREGATIONS, KL_ESTIMATORS, RATIOS, aggre
                                       truncated_is_weights)
 from bugfix_rl.algo.packing import packed_logits
 from bugfix_rl.policy.entropy import entropy_from_logits
+from bugfix_rl.policy.guided_edits import hold_to_allowed
 from bugfix_rl.types import Batch, LogProbs
 
 
 def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_grad: bool = False,
-                   mask: torch.Tensor | None = None, lengths: torch.Tensor | None = None) -> LogProbs:
+                   mask: torch.Tensor | None = None, lengths: torch.Tensor | None = None,
+                   allowed: torch.Tensor | None = None) -> LogProbs:
     """The trainer's log pi(ids[t+1] | ids[:t+1]) at the sampler's temperature.   ids [B, T]
 
     mask [B, T-1] (optional) marks the positions whose values are needed. A model with its own
@@ -31,23 +33,30 @@ def token_logprobs(model, ids: torch.Tensor, temperature: float, with_entropy_gr
     at those positions only) computes them itself, with 0 elsewhere. lengths [B] (optional, each row's
     real length: Batch.lengths): a model that `takes_packed_rows` then runs on the rows packed end to
     end (algo/packing.py), the same values without the padding's work; past a row's length the values
-    are meaningless, as they are on padding."""
+    are meaningless, as they are on padding. allowed [B, T-1, K] (optional, Batch.allowed): guided
+    decoding's allowed ids, over which the log-softmax and the entropy are renormalised as the sampler's
+    were (policy/guided_edits.hold_to_allowed)."""
     if hasattr(model, "token_logprobs"):
+        if allowed is not None:
+            raise ValueError("guided decoding (env.guide_old_string) is the word sampler's: a chat model has no guide")
         return model.token_logprobs(ids, temperature, mask, with_entropy_grad)
-    left_out = slot_columns_left_out(model, ids, temperature, with_entropy_grad)
+    left_out = 0 if allowed is not None else slot_columns_left_out(model, ids, temperature, with_entropy_grad)
     options = {"words_only": True} if left_out else {}  # the model computes the words' columns alone
     if lengths is not None and getattr(getattr(model, "module", model), "takes_packed_rows", False):  # DDP: .module
         logits = packed_logits(model, ids, lengths, **options)  # [B, T, V - left_out]
     else:
         logits = model(ids, **options)  # [B, T, V - left_out]
     logits = logits[:, :-1] / temperature  # [B, T-1, V - left_out]
+    if allowed is not None:
+        logits = hold_to_allowed(logits, allowed)  # -inf outside the guided positions' allowed ids
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1)
     if with_entropy_grad:
         entropy = entropy_from_logits(logits)
     else:
         with torch.no_grad():
-            terms = logp_all.exp() * logp_all  # [B, T-1, V - left_out]
+            finite = logp_all if allowed is None else logp_all.masked_fill(torch.isneginf(logp_all), 0.0)
+            terms = logp_all.exp() * finite  # [B, T-1, V - left_out]; an id guiding held out adds 0, not 0 * -inf
             if left_out:  # a left-out slot's term is exp(-1e4 - ...) * (-1e4 - ...) = -0.0: summed with
                 # them, the sum adds in the order of the full width's, so the entropy is the same float
                 terms = F.pad(terms, (0, left_out), value=-0.0)
@@ -84,7 +93,8 @@ def batch_logprobs(model, batch: Batch, algo, temperature: float | None = None) 
     """token_logprobs of a whole batch as the update computes them (packed when algo.pack_rows), at
     `temperature` (default: algo's); no entropy gradient."""
     temperature = algo.temperature if temperature is None else temperature
-    return token_logprobs(model, batch.ids, temperature, mask=batch.mask, lengths=packing_lengths(batch, algo))
+    return token_logprobs(model, batch.ids, temperature, mask=batch.mask, lengths=packing_lengths(batch, algo),
+                          allowed=batch.allowed)
 
 
 def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None, is_weights=None):
@@ -95,7 +105,7 @@ def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None
     """
     lengths = packing_lengths(mb, algo)
     out = token_logprobs(model, mb.ids, algo.temperature, with_entropy_grad=algo.entropy_coef > 0, mask=mb.mask,
-                         lengths=lengths)
+                         lengths=lengths, allowed=mb.allowed)
     mask = mb.mask
     weights = weights[:, : mask.shape[1]]  # the micro-batch is trimmed to its own longest row
     log_ratio = RATIOS[algo.ratio_level](out.logp, mb.old_logp, mask)
@@ -105,7 +115,8 @@ def minibatch_loss(model, mb: Batch, weights: torch.Tensor, algo, ref_model=None
         per_token = per_token * is_weights[:, : mask.shape[1]]
     if algo.kl_coef > 0 and not algo.kl_in_reward:
         with torch.no_grad():
-            ref_logp = token_logprobs(ref_model, mb.ids, algo.temperature, mask=mb.mask, lengths=lengths).logp
+            ref_logp = token_logprobs(ref_model, mb.ids, algo.temperature, mask=mb.mask, lengths=lengths,
+                                      allowed=mb.allowed).logp
         policy = mask > 0  # KL only where the policy chose the token: an observation token's value may be huge
         kl = torch.where(policy, KL_ESTIMATORS[algo.kl_kind](torch.where(policy, out.logp, ref_logp), ref_logp), 0.0)
         per_token = per_token + algo.kl_coef * kl

@@ -41,6 +41,7 @@ class EnvConfig:
     truncation: str = "zero"  # an episode that ends unsubmitted: zero (paid 0) | grade (final code graded)
     leak_canary: bool = True  # hidden-only test input in an observation: edit menu stops the run; tools: episode pays 0
     max_calls_per_turn: int = 4  # tools env: calls executed per turn
+    guide_old_string: bool = False  # tools env, TinyAgent: sampling holds an Edit's old_string to whole listed lines (policy/guided_edits.py)
     step_budget_s: float = 20.0  # tools env: wall clock of a step's sandbox runs (grading: 10 s a job; 20 fits a step)
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)  # tools: the sandbox's limits
     infra_fault_rate: float = 0.0  # tools, tests only: share of gradings the sandbox answers sandbox_error without running (every grading of the run, evaluations too)

@@ -137,6 +137,8 @@ def validate(cfg) -> None:
         raise ConfigError("stop.malformed_window and stop.malformed_rise must be >= 0 (window 0 = no alarm)")
     if not (0 <= stop.max_infra_share <= 1 and 0 <= cfg.env.infra_fault_rate <= 1):
         raise ConfigError("stop.max_infra_share and env.infra_fault_rate must lie in [0, 1]")
+    if cfg.env.guide_old_string and not (cfg.env.name == "tools" and cfg.policy.name == "tiny"):
+        raise ConfigError("env.guide_old_string needs env=tools and policy=tiny (the word sampler guides the Edit call)")
     if cfg.env.infra_fault_rate > 0 and cfg.env.name != "tools":
         raise ConfigError("env.infra_fault_rate needs env=tools (the edit menu grades in-process, with no sandbox)")
     if stop.patience and not cfg.eval.ckpt_every:

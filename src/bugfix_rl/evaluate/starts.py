@@ -47,7 +47,7 @@ def profile_policy(name: str, model, tokenizer, make_env, temperature: float, n:
     rewards = torch.tensor([t.reward for t in groups], dtype=torch.float64).view(len(tasks), group_size)
     batch = collate(groups, tokenizer.pad_id)
     with torch.no_grad():
-        entropy = token_logprobs(model, batch.ids, temperature, mask=batch.mask).entropy  # [B, T-1]
+        entropy = token_logprobs(model, batch.ids, temperature, mask=batch.mask, allowed=batch.allowed).entropy  # [B, T-1]
     stats = behaviour_stats(groups)
     pass1 = task_mean_interval(counts.to(torch.float64) / n)
     pass8 = task_mean_interval(pass_at_k(n, counts, min(8, n)))

@@ -63,12 +63,14 @@ def info_from_record(record: dict):
 def trajectory_record(t: Trajectory) -> dict:
     return {"ids": list(t.ids), "policy_mask": [bool(m) for m in t.policy_mask],
             "sampler_logp": [float(x) for x in t.sampler_logp], "reward": float(t.reward), "group": int(t.group),
-            "info": info_record(t.info), "policy_version": int(t.policy_version), "oov_words": list(t.oov_words)}
+            "info": info_record(t.info), "policy_version": int(t.policy_version), "oov_words": list(t.oov_words),
+            "guided": [[int(position), [int(i) for i in ids]] for position, ids in t.guided]}
 
 
 def trajectory_from_record(record: dict) -> Trajectory:
     return Trajectory(record["ids"], record["policy_mask"], record["sampler_logp"], record["reward"], record["group"],
-                      info_from_record(record["info"]), record["policy_version"], tuple(record["oov_words"]))
+                      info_from_record(record["info"]), record["policy_version"], tuple(record["oov_words"]),
+                      tuple((position, tuple(ids)) for position, ids in record.get("guided", ())))  # (absent: unguided)
 
 
 def schedule_record(ready: dict[int, list[Trajectory]]) -> dict[str, list[dict]]:

@@ -5,7 +5,9 @@ seen yet: its last sampled token, or (once an action ended) that token plus the 
 and the end-of-observation token. Sampled ids are kept exactly as sampled, never re-encoded; each
 sampled token's log-prob under the sampling distribution (temperature-scaled logits) is recorded.
 Each episode has its own `EpisodeWords`, so a word outside the vocabulary keeps one slot id across its
-observations and the agent's copies of it decode to that word.
+observations and the agent's copies of it decode to that word. An env that asks for it
+(`env.guide_old_string`) has its Edits' old_string guided (policy/guided_edits.py); the allowed ids of
+each guided position are kept in the episode for the trainer.
 
 That loop samples the word tokenizer's policies (TinyAgent). `sample_episodes` picks a policy's sampler
 by its kind (EPISODE_SAMPLERS): a chat model's is rollout/chat_sampler.py.
@@ -17,6 +19,7 @@ from typing import Callable, Protocol
 
 import torch
 
+from bugfix_rl.policy.guided_edits import allowed_tensor, episode_guide, hold_to_allowed
 from bugfix_rl.policy.tokenizer import EpisodeWords, OutOfSlots, Tokenizer
 from bugfix_rl.registry import Registry
 from bugfix_rl.rollout.chat_sampler import sample_policy_episodes
@@ -77,6 +80,8 @@ def sample_word_episodes(model, tokenizer: Tokenizer, envs: list[Env], groups: l
     pending = [list(row) for row in ids]  # tokens each row feeds next
     action = [[] for _ in range(B)]
     active = [True] * B
+    guides = [episode_guide(env, tokenizer, vocabulary) for env, vocabulary in zip(envs, vocabularies)]
+    guided = [[] for _ in range(B)]  # (position, allowed ids) of each guided token
     cache = model.new_cache(B)
     while any(active):
         lengths = [len(p) if a else 0 for p, a in zip(pending, active)]
@@ -85,11 +90,16 @@ def sample_word_episodes(model, tokenizer: Tokenizer, envs: list[Env], groups: l
         feed = torch.tensor([(p if a else []) + [0] * (width - n) for p, a, n in zip(pending, active, lengths)])
         n_new = torch.tensor(lengths)
         logits = model.forward_step(feed, n_new, cache)
+        allowed = [_allowed_next(guide, row) if a else None for guide, row, a in zip(guides, ids, active)]
+        if any(allowed):
+            logits = hold_to_allowed(logits, allowed_tensor(allowed))
         tokens, logps = sample_token(logits, temperature, generator)
         for b, (token, logp) in enumerate(zip(tokens.tolist(), logps.tolist())):
             if not active[b]:
                 continue
             env = envs[b]
+            if allowed[b]:
+                guided[b].append((len(ids[b]), allowed[b]))
             ids[b].append(token)
             policy_mask[b].append(True)
             sampler_logp[b].append(logp)
@@ -116,7 +126,15 @@ def sample_word_episodes(model, tokenizer: Tokenizer, envs: list[Env], groups: l
             sampler_logp[b].extend([0.0] * len(obs_ids))
             pending[b].extend(obs_ids)
     return [Trajectory(ids[b], policy_mask[b], sampler_logp[b], envs[b].reward, groups[b], envs[b].info,
-                       oov_words=tuple(vocabularies[b].oov_words)) for b in range(B)]
+                       oov_words=tuple(vocabularies[b].oov_words), guided=tuple(guided[b])) for b in range(B)]
+
+
+def _allowed_next(guide, row: list[int]) -> tuple[int, ...] | None:
+    """What a row's guide allows next after its context so far (None: no guide, or not guided here)."""
+    if guide is None:
+        return None
+    guide.feed(row)
+    return guide.allowed()
 
 
 def _encode_or_none(vocabulary: EpisodeWords, text: str) -> list[int] | None:

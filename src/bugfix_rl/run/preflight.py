@@ -209,7 +209,9 @@ def check_batch(model, trajectories: list[Trajectory], batch: Batch, algo, token
         zeros = torch.zeros(len(sub), extra)
         padded = Batch(torch.cat([sub.ids, noise], 1), torch.cat([sub.mask, zeros], 1),
                        torch.cat([sub.old_logp, zeros], 1), sub.rewards, sub.groups, sub.advantages, sub.pad_id,
-                       None if sub.turn_advantages is None else torch.cat([sub.turn_advantages, zeros], 1))
+                       None if sub.turn_advantages is None else torch.cat([sub.turn_advantages, zeros], 1),
+                       None if sub.allowed is None else torch.cat(
+                           [sub.allowed, sub.allowed.new_full((len(sub), extra, sub.allowed.shape[2]), -1)], 1))
         padded_loss, _ = update_module.minibatch_loss(model, padded, torch.cat([sub_weights, zeros], 1), algo,
                                                       reference)
     checks["loss invariant to padding"] = _verdict("loss invariant to padding", abs(float(loss - padded_loss)))

@@ -70,6 +70,7 @@ class ToolsEnvConfig:
     step_penalty: float = EnvConfig.step_penalty  # per assistant turn
     step_budget_s: float = EnvConfig.step_budget_s  # wall clock for all the sandbox runs of one step
     leak_canary: bool = EnvConfig.leak_canary  # a hidden-only input in an observation: the episode pays 0
+    guide_old_string: bool = EnvConfig.guide_old_string  # the word sampler guides an Edit's old_string (policy/guided_edits.py)
     max_output_words: int = 64  # compact view: words shown per result before `...`
     max_file_chars: int = 100_000  # largest file Edit/Write may leave (repeated replace_all can explode)
 
@@ -170,6 +171,11 @@ class ToolsEnv:
         self._outcomes: tuple[list[bool], list[bool]] = ([], [])  # hidden, public per-test results
         self._reward: float | None = None
         self.rng = random.Random(episode_seed(task.name, self.shown_name))
+
+    @property
+    def guide_old_string(self) -> bool:
+        """Whether the sampler holds this episode's Edits' old_string to whole listed lines (rollout/sampler.py)."""
+        return self.config.guide_old_string
 
     def seed(self, seed: int) -> None:
         """Seed the episode's own stream (flaky test outcomes); the sampling stream is never touched."""
@@ -355,7 +361,8 @@ def make_tools_env_factory(env_cfg):
     config = ToolsEnvConfig(max_turns=env_cfg.max_turns, max_calls_per_turn=env_cfg.max_calls_per_turn,
                             rename=env_cfg.rename, reward=env_cfg.reward, partial_alpha=env_cfg.partial_alpha,
                             flaky_rate=env_cfg.flaky_rate, step_penalty=env_cfg.step_penalty,
-                            step_budget_s=env_cfg.step_budget_s, leak_canary=env_cfg.leak_canary)
+                            step_budget_s=env_cfg.step_budget_s, leak_canary=env_cfg.leak_canary,
+                            guide_old_string=env_cfg.guide_old_string)
     sandbox = Sandbox(SandboxConfig.from_limits(env_cfg.sandbox))
 
     def make_env(task: Task, name: str | None) -> ToolsEnv:

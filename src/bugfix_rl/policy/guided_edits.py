@@ -1,0 +1,142 @@
+"""Guided decoding of the tools env's Edit call: old_string held to whole lines of the file as shown.
+
+With `env.guide_old_string` the word sampler (rollout/sampler.py) lets a TinyAgent write, inside an
+Edit's old_string, only tokens that keep it a run of whole lines of the file being edited as its latest
+Read or Edit result listed it (line numbers left out, `<nl>` between lines), and `new` only once it
+ends with a whole line, as the oracle's Edits do. Structured-output samplers constrain a tool call to
+its grammar the same way. Nothing the agent has not been shown is offered: a file it has not read
+leaves the call unguided, as does every other call and every other part of an Edit. The line choice,
+where old_string stops, new_string and when to answer stay the policy's own decisions.
+
+The sampler records each guided position's allowed ids in the episode (`Trajectory.guided`); the
+trainer renormalises over the same sets (`hold_to_allowed`, from `Batch.allowed`), so the log-probs it
+trains are those of the distribution that sampled the tokens, token for token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from bugfix_rl.policy.tokenizer import EpisodeWords, Tokenizer
+
+
+def hold_to_allowed(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """logits [..., V] with -inf outside each guided position's allowed ids.   allowed [..., K] long
+
+    allowed lists a position's ids, right-padded with -1; a position whose first entry is -1 is not
+    guided and keeps every logit. The same function masks the sampler's and the trainer's logits, so
+    both log-softmaxes see the same floats."""
+    V = logits.shape[-1]
+    keep = torch.zeros(*allowed.shape[:-1], V + 1, dtype=torch.bool, device=logits.device)
+    keep.scatter_(-1, torch.where(allowed >= 0, allowed, V), True)  # the padding lands in the spare column
+    keep = keep[..., :V] | (allowed[..., :1] < 0)  # unguided positions keep everything
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+def allowed_tensor(sets: list[tuple[int, ...] | None]) -> torch.Tensor:
+    """[len(sets), K] long: each set's ids, right-padded with -1 (a None set: all -1, not guided)."""
+    width = max((len(s) for s in sets if s), default=1)
+    return torch.tensor([list(s or ()) + [-1] * (width - len(s or ())) for s in sets], dtype=torch.long)
+
+
+@dataclass(frozen=True)
+class GuideWords:
+    """The ids the guide reads: the Edit call's words, the call separator, the line break, the ends of an
+    action and an observation, and the tools that answer with a listing of their file."""
+
+    edit: int
+    old: int
+    new: int
+    separator: int
+    newline: int
+    end_of_action: int
+    end_of_observation: int
+    listing_tools: frozenset[int]
+
+    @classmethod
+    def of(cls, tokenizer: Tokenizer) -> "GuideWords":
+        ids = tokenizer._ids
+        missing = [w for w in ("Edit", "Read", "Write", "old", "new", ";", "<nl>") if w not in ids]
+        if missing:
+            raise ValueError(f"env.guide_old_string needs the tools vocabulary (no {', '.join(missing)} in this one)")
+        return cls(ids["Edit"], ids["old"], ids["new"], ids[";"], ids["<nl>"], tokenizer.end_of_action_id,
+                   tokenizer.end_of_observation_id, frozenset(ids[w] for w in ("Read", "Edit", "Write")))
+
+
+class OldStringGuide:
+    """One episode's guide. `feed(ids)` reads the episode's context as it grows (the tokens not read yet);
+    `allowed()` gives the ids allowed next, or None where the next token is not guided."""
+
+    def __init__(self, words: GuideWords, vocabulary: EpisodeWords):
+        self.words, self.vocabulary = words, vocabulary
+        self.listings: dict[int, list[int]] = {}  # path id -> the file's latest listing, numbers left out
+        self.calls: list[list[int]] = [[]]  # the current (or last) action's calls, split at `;`
+        self.observation: list[int] = []
+        self.in_action = False
+        self.seen = 0  # context tokens read so far
+
+    def feed(self, ids: list[int]) -> None:
+        words = self.words
+        for token in ids[self.seen:]:
+            if token == words.end_of_observation:
+                self._read_observation()
+                self.observation, self.calls, self.in_action = [], [[]], True
+            elif token == words.end_of_action:
+                self.in_action = False
+            elif self.in_action:  # (an action cut at its length limit runs into the observation: unpaired)
+                if token == words.separator:
+                    self.calls.append([])
+                else:
+                    self.calls[-1].append(token)
+            else:
+                self.observation.append(token)
+        self.seen = len(ids)
+
+    def _read_observation(self) -> None:
+        """Pair the observation's results (split at `;`) with the action's calls; a Read, Edit or Write
+        whose result is a numbered listing updates its file's listing."""
+        results, current = [], []
+        for token in self.observation:
+            if token == self.words.separator:
+                results.append(current)
+                current = []
+            else:
+                current.append(token)
+        results.append(current)
+        for call, result in zip(self.calls, results):
+            if len(call) >= 2 and call[0] in self.words.listing_tools and result and self._is_number(result[0]):
+                newline = self.words.newline
+                self.listings[call[1]] = [t for j, t in enumerate(result) if not (j == 0 or result[j - 1] == newline)]
+
+    def _is_number(self, token: int) -> bool:
+        return self.vocabulary.tokenizer.word(token, self.vocabulary.oov_words).isdigit()
+
+    def allowed(self) -> tuple[int, ...] | None:
+        """The ids that keep the Edit's old_string a run of whole lines from a line's start, plus `new` once
+        it holds whole lines; None outside an old_string, for a file not listed yet, or once old_string
+        has left the file (only when the guide was not followed)."""
+        words, call = self.words, self.calls[-1]
+        if not self.in_action or len(call) < 3 or call[0] != words.edit or call[2] != words.old or words.new in call[3:]:
+            return None
+        text = self.listings.get(call[1])
+        if not text:
+            return None
+        prefix = call[3:]
+        n = len(prefix)
+        starts = [i for i in range(len(text) - n + 1)
+                  if (i == 0 or text[i - 1] == words.newline) and text[i:i + n] == prefix]
+        if not starts:
+            return None
+        following = {text[i + n] for i in starts if i + n < len(text)}
+        if n and any(i + n == len(text) or text[i + n] == words.newline for i in starts):
+            following.add(words.new)
+        return tuple(sorted(following))
+
+
+def episode_guide(env, tokenizer: Tokenizer, vocabulary: EpisodeWords) -> OldStringGuide | None:
+    """The guide for one episode when its env asks for one (`env.guide_old_string`), else None."""
+    if not getattr(env, "guide_old_string", False):
+        return None
+    return OldStringGuide(GuideWords.of(tokenizer), vocabulary)
