@@ -68,6 +68,16 @@ def test_each_result_of_a_turn_lists_its_own_file_and_the_latest_listing_counts(
     assert _allowed_after(*turns, action="Edit f.py old <indent> y = max (") == ["x"]
 
 
+def test_a_cut_listing_keeps_its_whole_lines_and_a_write_drops_its_file():
+    cut = "1 def f ( x ) : <nl> 2 <indent> y = min ( x , 3 ) <nl> 3 <indent> return ..."
+    assert _allowed_after(("Read f.py", cut), action="Edit f.py old <indent>") == ["y"]
+    assert _allowed_after(("Read f.py", cut), action="Edit f.py old <indent> y = min ( x , 3 )") == ["new"]
+    assert _allowed_after(READ, ("Write f.py <indent> return 1", "ok"), action="Edit f.py old") is None
+    assert _allowed_after(READ, ("Write f.py", "error : malformed missing_content"),
+                          action="Edit f.py old") is None  # refused or not: the guide no longer knows the file
+    assert _allowed_after(READ, ("Bash pytest", "3 passed"), action="Edit f.py old <indent>") == ["return", "y"]
+
+
 def test_the_mask_keeps_the_allowed_ids_and_leaves_unguided_rows_as_they_were():
     logits = torch.tensor([[0.5, 1.0, -2.0, 3.0], [0.1, 0.2, 0.3, 0.4]])
     held = hold_to_allowed(logits, allowed_tensor([(1, 3), None]))

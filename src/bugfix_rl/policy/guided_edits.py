@@ -4,9 +4,12 @@ With `env.guide_old_string` the word sampler (rollout/sampler.py) lets a TinyAge
 Edit's old_string, only tokens that keep it a run of whole lines of the file being edited as its latest
 Read or Edit result listed it (line numbers left out, `<nl>` between lines), and `new` only once it
 ends with a whole line, as the oracle's Edits do. Structured-output samplers constrain a tool call to
-its grammar the same way. Nothing the agent has not been shown is offered: a file it has not read
-leaves the call unguided, as does every other call and every other part of an Edit. The line choice,
-where old_string stops, new_string and when to answer stay the policy's own decisions.
+its grammar the same way. Nothing the agent has not been shown is offered: a file it has not read (or
+has written since with Write) leaves the call unguided, as does every other call and every other part
+of an Edit; a listing cut at the observation's cap keeps its whole lines only. The latest listing of a
+file counts, as shown: one from a later line on holds old_string to those lines, and a file changed by
+a Bash command keeps its last listing until it is read again. The line choice, where old_string stops,
+new_string and when to answer stay the policy's own decisions.
 
 The sampler records each guided position's allowed ids in the episode (`Trajectory.guided`); the
 trainer renormalises over the same sets (`hold_to_allowed`, from `Batch.allowed`), so the log-probs it
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from bugfix_rl.gym.tools.render import CUT
 from bugfix_rl.policy.tokenizer import EpisodeWords, Tokenizer
 
 
@@ -54,6 +58,8 @@ class GuideWords:
     end_of_action: int
     end_of_observation: int
     listing_tools: frozenset[int]
+    write: int
+    cut: int | None  # the word that ends an observation cut at its cap (gym/tools/render.CUT)
 
     @classmethod
     def of(cls, tokenizer: Tokenizer) -> "GuideWords":
@@ -62,7 +68,8 @@ class GuideWords:
         if missing:
             raise ValueError(f"env.guide_old_string needs the tools vocabulary (no {', '.join(missing)} in this one)")
         return cls(ids["Edit"], ids["old"], ids["new"], ids[";"], ids["<nl>"], tokenizer.end_of_action_id,
-                   tokenizer.end_of_observation_id, frozenset(ids[w] for w in ("Read", "Edit", "Write")))
+                   tokenizer.end_of_observation_id, frozenset(ids[w] for w in ("Read", "Edit", "Write")),
+                   ids["Write"], ids.get(CUT))
 
 
 class OldStringGuide:
@@ -96,7 +103,8 @@ class OldStringGuide:
 
     def _read_observation(self) -> None:
         """Pair the observation's results (split at `;`) with the action's calls; a Read, Edit or Write
-        whose result is a numbered listing updates its file's listing."""
+        whose result is a numbered listing updates its file's listing (whole lines only: a cut one loses
+        its last, partial line), and a Write that shows none drops it."""
         results, current = [], []
         for token in self.observation:
             if token == self.words.separator:
@@ -105,10 +113,18 @@ class OldStringGuide:
             else:
                 current.append(token)
         results.append(current)
+        newline = self.words.newline
         for call, result in zip(self.calls, results):
-            if len(call) >= 2 and call[0] in self.words.listing_tools and result and self._is_number(result[0]):
-                newline = self.words.newline
-                self.listings[call[1]] = [t for j, t in enumerate(result) if not (j == 0 or result[j - 1] == newline)]
+            if len(call) < 2 or call[0] not in self.words.listing_tools:
+                continue
+            if not (result and self._is_number(result[0])):
+                if call[0] == self.words.write:
+                    self.listings.pop(call[1], None)
+                continue
+            if self.words.cut is not None and result[-1] == self.words.cut:
+                last_break = max((j for j, t in enumerate(result) if t == newline), default=0)
+                result = result[:last_break]  # the partial line goes with the cut
+            self.listings[call[1]] = [t for j, t in enumerate(result) if not (j == 0 or result[j - 1] == newline)]
 
     def _is_number(self, token: int) -> bool:
         return self.vocabulary.tokenizer.word(token, self.vocabulary.oov_words).isdigit()
