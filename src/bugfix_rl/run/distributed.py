@@ -65,6 +65,7 @@ def rank0_of_group(world_size: int, backend: str, follower, args: tuple = (), ti
         dist.init_process_group(backend, init_method=init, rank=0, world_size=world_size, timeout=timeout)
         _place_on_device()
         yield
+        dist.barrier()  # the followers' last collective (run/distributed._joined): then every rank tears down
         while not context.join():
             pass
     except BaseException as err:
@@ -121,6 +122,7 @@ def _joined(rank: int, fn, world_size: int, init: str, backend: str, timeout: ti
     try:
         _place_on_device()
         fn(rank, *args)
+        dist.barrier()  # no rank tears its gloo pairs down while another still uses them (a SIGABRT at exit)
     finally:
         dist.destroy_process_group()
 
