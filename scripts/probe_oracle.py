@@ -8,6 +8,8 @@ log-probs at temperature 1. Policy tokens whose probability is below --below are
 `word[p]`; observations are left out. This shows where a policy leaves the right path: a copy it
 does not make (the `old_string`), a fix it does not choose (`max` for `min`), a call it does not end.
 
+Task names may be of any split, the new-shape ones (`shapes`, `shapes_val`) included.
+
 `--top K` adds, for each printed token, the K words the policy itself preferred there
 (`in[0.00 | count 0.97, in 0.00]`): what it would have written instead.
 
@@ -212,7 +214,7 @@ def main() -> None:
     if args.by_kind:
         print_by_kind(model, tokenizer, cfg, args.by_kind)
         return
-    by_name = {t.name: t for t in make_tasks("all")}
+    by_name = {t.name: t for split in ("all", "shapes", "shapes_val") for t in make_tasks(split)}  # the new shapes too
     unknown = [name for name in args.tasks if name not in by_name]
     if unknown:
         sys.exit(f"unknown task(s): {', '.join(unknown)}")
