@@ -61,7 +61,8 @@ def main(argv=None) -> None:
         print(f"guide {'on ' if guide else 'off'}: {seconds:.3f} s for 80 episodes, {tokens} policy tokens"
               f" ({1000 * seconds / tokens:.2f} ms each), {guided} guided; best of {args.rounds}")
     per_token = {guide: seconds / tokens for guide, (seconds, _, tokens) in best.items()}
-    print(f"on / off: {best[True][0] / best[False][0]:.2f}x per batch, {per_token[True] / per_token[False]:.2f}x per policy token")
+    print(f"on / off: {best[True][0] / best[False][0]:.2f}x per batch,"
+          f" {per_token[True] / per_token[False]:.2f}x per policy token")
 
 
 if __name__ == "__main__":

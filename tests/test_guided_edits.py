@@ -68,6 +68,14 @@ def test_each_result_of_a_turn_lists_its_own_file_and_the_latest_listing_counts(
     assert _allowed_after(*turns, action="Edit f.py old <indent> y = max (") == ["x"]
 
 
+def test_a_semicolon_in_a_program_s_output_does_not_shift_a_listing_onto_another_file():
+    other = "1 def g ( q ) : <nl> 2 <indent> return q"
+    turns = (("Bash pytest ; Read g.py", f"7 failed ; ok ; {other}"),)  # three results for two calls
+    assert _allowed_after(*turns, action="Edit g.py old") is None  # not held to `ok` or to a shifted text
+    turns = (("Read f.py ; Bash pytest ; Read g.py", f"{LISTING} ; 7 failed ; ok ; {other}"),)
+    assert _allowed_after(*turns, action="Edit f.py old <indent>") == ["return", "y"]  # before the Bash: paired
+
+
 def test_a_cut_listing_keeps_its_whole_lines_and_a_write_drops_its_file():
     cut = "1 def f ( x ) : <nl> 2 <indent> y = min ( x , 3 ) <nl> 3 <indent> return ..."
     assert _allowed_after(("Read f.py", cut), action="Edit f.py old <indent>") == ["y"]

@@ -113,9 +113,14 @@ class OldStringGuide:
             else:
                 current.append(token)
         results.append(current)
-        newline = self.words.newline
-        for call, result in zip(self.calls, results):
-            if len(call) < 2 or call[0] not in self.words.listing_tools:
+        newline, listing_tools = self.words.newline, self.words.listing_tools
+        calls = self.calls
+        if len(results) != len(calls):  # a program's output held a `;`: the results after the first other
+            # call may be shifted, so only the listing calls before it are paired
+            other = (i for i, call in enumerate(calls) if not call or call[0] not in listing_tools)
+            calls = calls[:next(other, len(calls))]
+        for call, result in zip(calls, results):
+            if len(call) < 2 or call[0] not in listing_tools:
                 continue
             if not (result and self._is_number(result[0])):
                 if call[0] == self.words.write:
@@ -134,7 +139,9 @@ class OldStringGuide:
         it holds whole lines; None outside an old_string, for a file not listed yet, or once old_string
         has left the file (only when the guide was not followed)."""
         words, call = self.words, self.calls[-1]
-        if not self.in_action or len(call) < 3 or call[0] != words.edit or call[2] != words.old or words.new in call[3:]:
+        if not self.in_action or len(call) < 3 or call[0] != words.edit or call[2] != words.old:
+            return None
+        if words.new in call[3:]:  # new_string: not guided
             return None
         text = self.listings.get(call[1])
         if not text:
