@@ -49,6 +49,7 @@ from bugfix_rl.evaluate.checkpoint_eval import load_policy
 from bugfix_rl.gym.envs import env_sandbox, make_env_factory, oracle_for
 from bugfix_rl.gym.tasks import SPLITS, make_tasks
 from bugfix_rl.gym.tools.code_words import INDENT
+from bugfix_rl.policy.guided_edits import hold_to_allowed, replay_guide
 from bugfix_rl.rollout.sampler import scripted_episode
 from bugfix_rl.types import collate
 
@@ -57,13 +58,14 @@ def probe(model, tokenizer, make_env, oracle, task, shown_name: str = "nova",
           top: int = 0) -> tuple[list[tuple[str, float | None, list]], float]:
     """([(word, its probability if the policy chose it, else None, the policy's `top` likeliest words
     there as (word, p))], total log-prob of the policy tokens)."""
-    trajectory = scripted_episode(oracle(), make_env(task, shown_name), tokenizer)
+    played = scripted_episode(oracle(), make_env(task, shown_name), tokenizer)
+    trajectory = guided_as_sampled(played, make_env, task, tokenizer)
     batch = collate([trajectory], tokenizer.pad_id)
     with torch.no_grad():
-        logp = token_logprobs(model, batch.ids, 1.0, mask=batch.mask).logp[0]  # [T-1]
+        logp = token_logprobs(model, batch.ids, 1.0, mask=batch.mask, allowed=batch.allowed).logp[0]  # [T-1]
         # the sampler's distribution at temperature 1: log_softmax of what the model returns (logits,
-        # or a copy head's mixture log-probs)
-        best = torch.log_softmax(model(batch.ids)[0, :-1], -1).exp().topk(top, -1) if top else None  # [T-1, top]
+        # or a copy head's mixture log-probs), held to the guide's ids where it guides
+        best = torch.log_softmax(sampler_logits(model, batch), -1).exp().topk(top, -1) if top else None  # [T-1, top]
     word = lambda token: tokenizer.word(int(token), trajectory.oov_words)
     words = []
     for t, token in enumerate(trajectory.ids):
@@ -122,12 +124,27 @@ def _label_new_string(kinds: list, words: list[str], old: list[str], new_at: lis
         kinds[t] = "new copies" if k in copied else "new changes"
 
 
+def guided_as_sampled(trajectory, make_env, task, tokenizer):
+    """The oracle's trajectory with the guide's allowed ids where the run's env guides old_string
+    (env.guide_old_string): its tokens are then scored as the guided sampler would score them."""
+    if not getattr(make_env(task, None), "guide_old_string", False):
+        return trajectory
+    return dataclasses.replace(trajectory, guided=replay_guide(trajectory.ids, trajectory.policy_mask, tokenizer,
+                                                               trajectory.oov_words))
+
+
+def sampler_logits(model, batch):
+    """[T-1, V] the logits the sampler draws from after each position of one episode (guided where it guides)."""
+    logits = model(batch.ids)[0, :-1]
+    return logits if batch.allowed is None else hold_to_allowed(logits, batch.allowed[0])
+
+
 def kind_totals(model, tokenizer, trajectory) -> dict[str, float]:
     """{kind: summed log-prob of the oracle's policy tokens of that kind} for one oracle trajectory; a
     `rest` token counts as "rest: would stop" where the policy gives `new` more than the token."""
     batch = collate([trajectory], tokenizer.pad_id)
     with torch.no_grad():
-        logp = torch.log_softmax(model(batch.ids)[0, :-1], -1)  # [T-1, V]
+        logp = torch.log_softmax(sampler_logits(model, batch), -1)  # [T-1, V]
     ids = trajectory.ids
     words = [tokenizer.word(int(token), trajectory.oov_words) for token in ids]
     new_id = ids[words.index("new")] if "new" in words else None
@@ -176,7 +193,8 @@ def print_by_kind(model, tokenizer, cfg, splits: list[str]) -> None:
             tasks = split_tasks(split, cfg.env, env_sandbox(make_env))
             sums = dict.fromkeys(KINDS, 0.0)
             for task in tasks:
-                trajectory = scripted_episode(oracle_for(cfg.env)(), make_env(task, "nova"), tokenizer)
+                played = scripted_episode(oracle_for(cfg.env)(), make_env(task, "nova"), tokenizer)
+                trajectory = guided_as_sampled(played, make_env, task, tokenizer)
                 for kind, value in kind_totals(model, tokenizer, trajectory).items():
                     sums[kind] += value
             print(split.ljust(12) + "".join(f"{sums[k] / len(tasks):18.3f}" for k in KINDS) + f"   {len(tasks)}")

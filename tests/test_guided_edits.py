@@ -11,7 +11,8 @@ import torch
 
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.policy.build import build_tokenizer_for
-from bugfix_rl.policy.guided_edits import GuideWords, OldStringGuide, allowed_tensor, hold_to_allowed
+from bugfix_rl.policy.guided_edits import (GuideWords, OldStringGuide, allowed_tensor, hold_to_allowed,
+                                           replay_guide)
 from bugfix_rl.types import Trajectory, collate
 
 LISTING = "1 def f ( x ) : <nl> 2 <indent> y = min ( x , 3 ) <nl> 3 <indent> return max ( y , 1 )"
@@ -158,6 +159,8 @@ def test_a_guided_batch_from_the_shipped_tools_base_trains_on_the_sampler_s_own_
     assert gap < 1e-4
     single = [i for t, position, ids in guided if len(ids) == 1 for i in ids]
     assert single  # a position with one allowed id: its log-prob is exactly 0 in both
+    for t in trajectories:  # the probes' replay of the guide over a finished episode: what the sampler kept
+        assert replay_guide(t.ids, t.policy_mask, tokenizer, t.oov_words) == t.guided
 
 
 def test_an_async_run_s_saved_batches_keep_their_guided_positions():

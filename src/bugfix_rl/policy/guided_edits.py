@@ -158,6 +158,23 @@ class OldStringGuide:
         return tuple(sorted(following))
 
 
+def replay_guide(ids: list[int], policy_mask: list[bool], tokenizer: Tokenizer,
+                 oov_words: tuple[str, ...] = ()) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """(position, allowed ids) of each policy token the guide would have guided, for an episode played
+    without it (a scripted one: the probes score the oracle's episode as a guided policy would): what
+    the sampler records as Trajectory.guided when it samples the same tokens."""
+    vocabulary = EpisodeWords(tokenizer)
+    vocabulary.oov_words = list(oov_words)  # the guide reads a slot's word (line numbers), not its encoding
+    guide, guided = OldStringGuide(GuideWords.of(tokenizer), vocabulary), []
+    for position in range(1, len(ids)):
+        if policy_mask[position]:
+            guide.feed(ids[:position])
+            allowed = guide.allowed()
+            if allowed:
+                guided.append((position, allowed))
+    return tuple(guided)
+
+
 def episode_guide(env, tokenizer: Tokenizer, vocabulary: EpisodeWords) -> OldStringGuide | None:
     """The guide for one episode when its env asks for one (`env.guide_old_string`), else None."""
     if not getattr(env, "guide_old_string", False):
