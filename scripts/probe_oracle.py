@@ -58,8 +58,8 @@ def probe(model, tokenizer, make_env, oracle, task, shown_name: str = "nova",
           top: int = 0) -> tuple[list[tuple[str, float | None, list]], float]:
     """([(word, its probability if the policy chose it, else None, the policy's `top` likeliest words
     there as (word, p))], total log-prob of the policy tokens)."""
-    played = scripted_episode(oracle(), make_env(task, shown_name), tokenizer)
-    trajectory = guided_as_sampled(played, make_env, task, tokenizer)
+    env = make_env(task, shown_name)
+    trajectory = guided_as_sampled(scripted_episode(oracle(), env, tokenizer), env, tokenizer)
     batch = collate([trajectory], tokenizer.pad_id)
     with torch.no_grad():
         logp = token_logprobs(model, batch.ids, 1.0, mask=batch.mask, allowed=batch.allowed).logp[0]  # [T-1]
@@ -124,10 +124,10 @@ def _label_new_string(kinds: list, words: list[str], old: list[str], new_at: lis
         kinds[t] = "new copies" if k in copied else "new changes"
 
 
-def guided_as_sampled(trajectory, make_env, task, tokenizer):
-    """The oracle's trajectory with the guide's allowed ids where the run's env guides old_string
+def guided_as_sampled(trajectory, env, tokenizer):
+    """The oracle's trajectory with the guide's allowed ids where the env it played in guides old_string
     (env.guide_old_string): its tokens are then scored as the guided sampler would score them."""
-    if not getattr(make_env(task, None), "guide_old_string", False):
+    if not getattr(env, "guide_old_string", False):
         return trajectory
     return dataclasses.replace(trajectory, guided=replay_guide(trajectory.ids, trajectory.policy_mask, tokenizer,
                                                                trajectory.oov_words))
@@ -193,8 +193,8 @@ def print_by_kind(model, tokenizer, cfg, splits: list[str]) -> None:
             tasks = split_tasks(split, cfg.env, env_sandbox(make_env))
             sums = dict.fromkeys(KINDS, 0.0)
             for task in tasks:
-                played = scripted_episode(oracle_for(cfg.env)(), make_env(task, "nova"), tokenizer)
-                trajectory = guided_as_sampled(played, make_env, task, tokenizer)
+                env = make_env(task, "nova")
+                trajectory = guided_as_sampled(scripted_episode(oracle_for(cfg.env)(), env, tokenizer), env, tokenizer)
                 for kind, value in kind_totals(model, tokenizer, trajectory).items():
                     sums[kind] += value
             print(split.ljust(12) + "".join(f"{sums[k] / len(tasks):18.3f}" for k in KINDS) + f"   {len(tasks)}")

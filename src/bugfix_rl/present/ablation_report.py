@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bugfix_rl.evaluate.ablation import ArmRow, Report
-from bugfix_rl.present.report_run import SHAPE_SPLIT_TITLES, shape_heading
+from bugfix_rl.present.report_run import SHAPE_SPLIT_TITLES, SPLIT_LABELS, shape_heading
 
 
 def forest_rows(report: Report) -> list[dict]:
@@ -30,7 +30,7 @@ def table_cells(report: Report, row: ArmRow) -> list[str]:
             _num(row.train["seconds_per_step"])]
 
 
-SCORE_NAMES = {"heldout": "held-out", "test": "test", "shapes": "shapes", "shapes_val": "shapes_val"}  # -> column name
+SCORE_NAMES = {"test": "test", **SPLIT_LABELS}  # source -> column name
 SHAPES_COLUMNS = 6  # the shapes table: arm .. MDE (the training columns are the main table's)
 
 
