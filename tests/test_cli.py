@@ -33,6 +33,8 @@ CASES = [
     (["train", "policy.copy_lookup=true"], "policy.copy_lookup needs policy.copy_head=true and env=tools", ""),
     (["train", "+exp=tools", "policy.copy_lookup=true", "policy.copy_ngram=1"], "policy.copy_lookup needs policy.copy_ngram >= 2",
      ""),
+    (["train", "+exp=tools", "policy.copy_lookup_feed=true"],
+     "policy.copy_lookup_feed reads the lookup output's target: it needs policy.copy_lookup=true", ""),
     (["eval", "env=tools", "ckpt=x"], "eval takes no config groups (env=tools)", "the env it was trained in"),
     (["report", "algo=dapo", "dir=x"], "report takes no config groups (algo=dapo)", "dir, reference"),
     (["train", "stpes=3"], "unknown config key 'stpes'; did you mean 'steps'?", ""),

@@ -1,5 +1,6 @@
 """The copy head's lookup output (policy/copy_lookup.py): its targets by hand, the three-term mixture by
-hand, the two forward paths equal, and nothing changed with the switch off."""
+hand, the two forward paths equal, and nothing changed with the switch off; the same for the heads'
+read of the lookup's target (`copy_lookup_feed`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from logprob_checks import assert_cached_steps_equal_full_pass
 
 from bugfix_rl.policy.copy_head import ResumeState, advance_resume, edit_resume_pointer
-from bugfix_rl.policy.copy_lookup import lookup_mixture_log_probs, lookup_target, suffix_runs
+from bugfix_rl.policy.copy_lookup import fed_hidden, lookup_mixture_log_probs, lookup_target, suffix_runs
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
 
 OLD, NEW, ENDS = 5, 6, [2, 3]
@@ -126,7 +127,8 @@ def _lookup_agent(**switches) -> TinyAgent:
     return model
 
 
-@pytest.mark.parametrize("switches", [{}, {"copy_edit_resume": True, "copy_suffix_match": True}])
+@pytest.mark.parametrize("switches", [{}, {"copy_edit_resume": True, "copy_suffix_match": True},
+                                      {"copy_lookup_feed": True}])
 def test_cached_steps_equal_the_full_pass_with_the_lookup(switches):
     model = _lookup_agent(**switches)
     ids = torch.tensor([[9, 20, 21, 22, 2, 5, 20, 21, 22, 6, 20, 30, 22, 2, 14, 15],
@@ -164,6 +166,48 @@ def test_the_switch_off_leaves_every_parameter_and_output_as_it_was():
     for name, value in plain.named_parameters():
         assert torch.equal(value, shared[name]), name
     assert set(shared) - dict(plain.named_parameters()).keys() == {"copy.lookup_gate", "copy.kind_bias"}
+
+
+def test_the_feed_switch_off_leaves_every_parameter_and_output_as_it_was():
+    cfg = TinyAgentConfig(max_len=64, copy_head=True, copy_lookup=True)
+    torch.manual_seed(0)
+    plain = TinyAgent(40, cfg, edit_markers=(OLD, NEW, ENDS))
+    torch.manual_seed(0)
+    fed = TinyAgent(40, TinyAgentConfig(**{**cfg.__dict__, "copy_lookup_feed": True}), edit_markers=(OLD, NEW, ENDS))
+    shared = dict(fed.named_parameters())
+    for name, value in plain.named_parameters():
+        assert torch.equal(value, shared[name]), name
+    assert set(shared) - dict(plain.named_parameters()).keys() == {"copy.feed"}
+    assert not fed.copy.feed.any()  # at the start the heads read h_t alone
+    ids = torch.tensor([[9, 20, 21, 22, 2, 5, 20, 21, 22, 6, 20, 30, 22, 2, 14, 15]])
+    plain, fed = _lookup_agent(), _lookup_agent(copy_lookup_feed=True)
+    fed.load_state_dict({**plain.state_dict(), "copy.feed": torch.zeros_like(fed.copy.feed)})
+    assert torch.equal(fed(ids), plain(ids))  # trained weights and a zero feed: the same floats as without it
+
+
+def test_fed_hidden_adds_the_targets_projected_embedding_where_there_is_a_target():
+    hidden = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    feed = torch.tensor([[0.0, 1.0], [2.0, 0.0]])  # e @ feed swaps the two features, the second doubled
+    target_embedding = torch.tensor([[1.0, 1.0], [5.0, 7.0]])
+    out = fed_hidden(hidden, feed, target_embedding, torch.tensor([True, False]))
+    assert out.tolist() == [[1.0 + 2.0, 2.0 + 1.0], [3.0, 4.0]]
+
+
+def test_the_word_head_reads_which_token_the_lookup_points_at():
+    """After `new` the lookup points at old_string's tokens in order; with the feed, the word head and gates at
+    each such position read h_t + e(pointed) @ feed, and a position without a target h_t alone."""
+    model = _lookup_agent(copy_lookup_feed=True)
+    #                    0  1   2   3  4   5   6
+    ids = torch.tensor([[5, 11, 20, 6, 11, 20, 9]])  # old 11 20 new 11 20 ...
+    seen = {}
+    model.ln_f.register_forward_hook(lambda module, args, out: seen.update(h=out[0]))  # h_t
+    model.copy.gate.register_forward_hook(lambda module, args, out: seen.update(fed=args[0][0]))  # what the heads read
+    model(ids)
+    h, fed_h = seen["h"], seen["fed"]
+    embedding = model._embed(torch.tensor([11, 20]))
+    torch.testing.assert_close(fed_h[3], h[3] + embedding[0] @ model.copy.feed)  # predicts t=4: points at 11
+    torch.testing.assert_close(fed_h[4], h[4] + embedding[1] @ model.copy.feed)  # t=5: points at 20
+    assert torch.equal(fed_h[0], h[0])  # `old`: no lookup target at the first token (no run of 2 yet)
 
 
 def test_the_probe_sorts_the_oracles_tokens_by_kind():

@@ -90,6 +90,7 @@ class PolicyConfig:
     copy_resume_next: bool = False  # tiny: copy feature for the old_string token after the pointed one, after a replacement
     copy_resume_cut: bool = False  # tiny: while that pointer is active, match features read only tokens it saw copied
     copy_lookup: bool = False  # tiny: a third copy output writing the pointed old_string token or a listed line's next one, with its own gate
+    copy_lookup_feed: bool = False  # tiny: the lookup's target token, embedded and projected, added to h_t before the word head and the gates
     shared_identifier_embedding: bool = False  # tiny: operand names enter through one shared embedding
     model: Optional[str] = None  # qwen3: local directory or cached hub id
     allow_download: bool = False  # qwen3: never download weights unless this is set

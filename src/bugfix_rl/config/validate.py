@@ -77,6 +77,8 @@ def validate(cfg) -> None:
     if cfg.policy.copy_lookup and cfg.policy.copy_ngram < 2:  # policy/copy_lookup.py MIN_RUN
         raise ConfigError(f"policy.copy_lookup needs policy.copy_ngram >= 2 (it follows runs of 2 or more matching "
                           f"tokens), not {cfg.policy.copy_ngram}")
+    if cfg.policy.copy_lookup_feed and not cfg.policy.copy_lookup:
+        raise ConfigError("policy.copy_lookup_feed reads the lookup output's target: it needs policy.copy_lookup=true")
     if cfg.policy.compile_decode and cfg.policy.generation_cache != "static":
         raise ConfigError("policy.compile_decode needs policy.generation_cache=static (fixed shapes to compile)")
     for switch in ("copy_resume_cut", "copy_resume_next"):

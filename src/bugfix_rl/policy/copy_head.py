@@ -60,7 +60,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bugfix_rl.policy.copy_lookup import initial_kind_bias, lookup_mixture_log_probs, lookup_target, suffix_runs
+from bugfix_rl.policy.copy_lookup import (fed_hidden, initial_kind_bias, lookup_mixture_log_probs, lookup_target,
+                                         suffix_runs)
 
 
 def mixture_log_probs(vocab_logits: torch.Tensor, gate_logit: torch.Tensor, attention: torch.Tensor,
@@ -267,10 +268,12 @@ def shifted(ids: torch.Tensor, n: int, fill: int) -> torch.Tensor:
 class CopyHead(nn.Module):
     def __init__(self, d_model: int, copy_dim: int, ngram: int, softcap: float = 0.0, suffix_match: bool = False,
                  edit_markers: tuple[int, int, list[int]] | None = None, align: bool = False, resume: bool = False,
-                 resume_cut: bool = False, resume_next: bool = False, lookup: bool = False):
+                 resume_cut: bool = False, resume_next: bool = False, lookup: bool = False,
+                 lookup_feed: bool = False):
         """edit_markers: (id of `old`, id of `new`, ids that end a call), read by the aligned-position
         (align) and the copy-pointer (resume) features, by the pointer's cut of the match (resume_cut;
-        module doc) and by the lookup output (lookup; policy/copy_lookup.py)."""
+        module doc) and by the lookup output (lookup; policy/copy_lookup.py), whose target token the
+        heads also read with lookup_feed (copy_lookup.fed_hidden)."""
         super().__init__()
         if (align or resume or lookup) and edit_markers is None:
             raise ValueError("the align, resume and lookup features need edit_markers")
@@ -300,30 +303,55 @@ class CopyHead(nn.Module):
         if lookup:  # no random draw: every other parameter starts as it does without the lookup
             self.lookup_gate = nn.Parameter(torch.zeros(d_model))  # the gate reads h_t; at first only the kind
             self.kind_bias = nn.Parameter(initial_kind_bias(ngram))
+        if lookup_feed and not lookup:
+            raise ValueError("lookup_feed reads the lookup output's target: it needs lookup")
+        self.lookup_feed = lookup_feed
+        if lookup_feed:  # zeros: the heads start as without it, and no random draw moves another parameter's init
+            self.feed = nn.Parameter(torch.zeros(d_model, d_model))
 
     @property
     def reads_pointer(self) -> bool:
         """Whether the copy pointer's state is needed (the resume feature or the lookup output)."""
         return self.resume or self.lookup
 
-    def _lookup_terms(self, hidden: torch.Tensor, runs: torch.Tensor, visible: torch.Tensor,
-                      pointer: torch.Tensor, exhausted: torch.Tensor, ids: torch.Tensor):
-        """(lookup_logit, lookup_ids), each [...] (the queries' shape): the gate logit of the lookup
-        term (-inf where it has no target) and the id it writes. hidden [..., C]; ids [B, J] the context."""
+    def _lookup_target(self, runs: torch.Tensor, visible: torch.Tensor, pointer: torch.Tensor,
+                       exhausted: torch.Tensor, ids: torch.Tensor):
+        """(target, kind, lookup_ids), each [...] (the queries' shape): the lookup's context position
+        (-1 = none), its kind and the id it writes (any valid id where there is none). ids [B, J] the context."""
         target, kind = lookup_target(runs, visible, pointer, exhausted)  # [B, Q] or [B]
-        logit = hidden @ self.lookup_gate + self.kind_bias[kind]
         rows = torch.arange(ids.shape[0]).view(-1, *([1] * (target.dim() - 1))).expand_as(target)
-        return torch.where(target >= 0, logit, float("-inf")), ids[rows, target.clamp(min=0)]
+        return target, kind, ids[rows, target.clamp(min=0)]
 
-    def mixture_full(self, hidden: torch.Tensor, vocab_logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """Full causal pass: hidden [B, T, C], vocab_logits [B, T, V], ids [B, T] -> log P [B, T, V]."""
+    def _fed(self, hidden: torch.Tensor, embed, target, lookup_ids) -> torch.Tensor:
+        """What the word head and the gates read [..., C]: h_t, or with lookup_feed h_t plus the target token's
+        projected embedding (copy_lookup.fed_hidden). The copy attention's query and keys always read h_t
+        (a cached step keys its fed tokens before their targets are known)."""
+        return fed_hidden(hidden, self.feed, embed(lookup_ids), target >= 0) if self.lookup_feed else hidden
+
+    def _lookup_logit(self, hidden: torch.Tensor, target: torch.Tensor, kind: torch.Tensor) -> torch.Tensor:
+        """The lookup term's gate logit [...] (-inf where it has no target)."""
+        return torch.where(target >= 0, hidden @ self.lookup_gate + self.kind_bias[kind], float("-inf"))
+
+    def mixture_full(self, hidden: torch.Tensor, vocab_head, ids: torch.Tensor, embed=None) -> torch.Tensor:
+        """Full causal pass: hidden [B, T, C], ids [B, T] -> log P [B, T, V]. vocab_head: hidden [..., C] ->
+        the word logits [..., V]; embed: ids -> their input embeddings [..., C] (read with lookup_feed).
+
+        The ops that read hidden run in one fixed order (word head, copy query and keys, lookup gate, copy
+        gate): backward sums their gradients in reverse order, and the shipped bases' bytes depend on it."""
         B, T = ids.shape
-        scores = self.query(hidden) @ self.key(hidden).transpose(1, 2) / math.sqrt(self.query.out_features)
-        scores = soft_capped(scores, self.softcap)  # [B, T, T]
         query_ids = torch.stack([shifted(ids, n - 1, -2) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
         candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
         pointer, copied_run, *exhausted = (edit_resume_pointer(ids, *self.edit_markers, with_exhausted=self.lookup)
                                            if self.reads_pointer else (None, None))  # [B, T] each
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        target = kind = lookup_ids = None
+        if self.lookup:  # from ids alone
+            target, kind, lookup_ids = self._lookup_target(suffix_runs(query_ids, candidate_prev), causal, pointer,
+                                                           exhausted[0], ids)  # [B, T] each
+        fed = self._fed(hidden, embed, target, lookup_ids)
+        vocab_logits = vocab_head(fed)  # [B, T, V]
+        scores = self.query(hidden) @ self.key(hidden).transpose(1, 2) / math.sqrt(self.query.out_features)
+        scores = soft_capped(scores, self.softcap)  # [B, T, T]
         limit = resume_match_limit(copied_run, self.ngram) if self.resume_cut else None  # [B, T]
         scores = scores + match_scores(query_ids, candidate_prev, self.match_weight, self.suffix_match,
                                        limit)  # [B, T, T]
@@ -335,19 +363,16 @@ class CopyHead(nn.Module):
         if self.resume_next:
             after = resume_next_target(ids, pointer, copied_run, torch.arange(T).expand(B, T), self.edit_markers[1])
             scores = scores + self.next_weight * (torch.arange(T)[None, None, :] == after[:, :, None])
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
         attention = scores.masked_fill(~causal, float("-inf")).softmax(-1)
         if self.lookup:
-            lookup_logit, lookup_ids = self._lookup_terms(hidden, suffix_runs(query_ids, candidate_prev), causal,
-                                                          pointer, exhausted[0], ids)  # [B, T] each
-            return lookup_mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
+            lookup_logit = self._lookup_logit(fed, target, kind)
+            return lookup_mixture_log_probs(vocab_logits, self.gate(fed).squeeze(-1), attention,
                                             ids[:, None, :].expand(B, T, T), lookup_logit, lookup_ids)
-        return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
-                                 ids[:, None, :].expand(B, T, T))
+        return mixture_log_probs(vocab_logits, self.gate(fed).squeeze(-1), attention, ids[:, None, :].expand(B, T, T))
 
-    def mixture_step(self, hidden: torch.Tensor, vocab_logits: torch.Tensor, cache) -> torch.Tensor:
-        """One prediction per row from the cache: hidden [B, C] and vocab_logits [B, V] at each row's last
-        token; cache.ids / cache.copy_keys already hold that token. Returns log P [B, V]."""
+    def mixture_step(self, hidden: torch.Tensor, vocab_head, cache, embed=None) -> torch.Tensor:
+        """One prediction per row from the cache: hidden [B, C] at each row's last token (vocab_head and
+        embed as in mixture_full); cache.ids / cache.copy_keys already hold that token. Returns log P [B, V]."""
         lengths = cache.lengths  # [B], the last token sits at lengths - 1
         used = int(lengths.max().clamp(min=1))
         ids = cache.ids[:, :used]  # [B, J]
@@ -375,8 +400,9 @@ class CopyHead(nn.Module):
         attention = scores.masked_fill(~visible, float("-inf")).softmax(-1)
         if self.lookup:
             runs = suffix_runs(query_ids[:, None, :], candidate_prev).squeeze(1)  # [B, J]
-            lookup_logit, lookup_ids = self._lookup_terms(hidden, runs, visible, pointer,
-                                                          cache.resume.exhausted(), ids.clamp(min=0))  # [B] each
-            return lookup_mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention,
-                                            ids.clamp(min=0), lookup_logit, lookup_ids)
-        return mixture_log_probs(vocab_logits, self.gate(hidden).squeeze(-1), attention, ids.clamp(min=0))
+            target, kind, lookup_ids = self._lookup_target(runs, visible, pointer, cache.resume.exhausted(),
+                                                           ids.clamp(min=0))  # [B] each
+            fed = self._fed(hidden, embed, target, lookup_ids)
+            return lookup_mixture_log_probs(vocab_head(fed), self.gate(fed).squeeze(-1), attention, ids.clamp(min=0),
+                                            self._lookup_logit(fed, target, kind), lookup_ids)
+        return mixture_log_probs(vocab_head(hidden), self.gate(hidden).squeeze(-1), attention, ids.clamp(min=0))

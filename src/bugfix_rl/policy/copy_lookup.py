@@ -28,6 +28,10 @@ first token of new_string, a copy of old_string's first, 0.001 against `return` 
 templates' habit). Here the learned parts decide only how much to trust the rule's token (one gate per
 position, with a bias per kind), not which token it is.
 
+With `copy_lookup_feed` the word head and the two gates read h_t + e(ids_target(t)) @ F instead of h_t
+where the lookup has a target (fed_hidden; F [C, C] learned, zero at first; e the input embedding), so the
+word head can learn which token to write in place of the one the lookup points at, whatever the line.
+
 Every number comes from token ids and the same gate arithmetic in the full pass and the cached step, so
 token-in/token-out stays exact (tests/test_copy_lookup.py).
 """
@@ -89,6 +93,18 @@ def lookup_mixture_log_probs(vocab_logits: torch.Tensor, gate_logit: torch.Tenso
     log_copy = torch.where(copy_p > 0, copy_p.clamp_min(1e-38).log(), float("-inf")) + weights[..., 1, None]
     log_lookup = torch.full_like(vocab_logits, float("-inf")).scatter(-1, lookup_ids[..., None], weights[..., 2, None])
     return torch.logaddexp(torch.logaddexp(log_vocab, log_copy), log_lookup)
+
+
+def fed_hidden(hidden: torch.Tensor, feed: torch.Tensor, target_embedding: torch.Tensor,
+               has_target: torch.Tensor) -> torch.Tensor:
+    """h_t + e(target) @ feed where the lookup has a target, else h_t (`copy_lookup_feed`): the word head
+    and the gates read which token the lookup would write (a selective read, as CopyNet feeds the copied
+    word back), so a learned change of that token (`min` read, `max` written) need not be found again
+    by attention at each new position and shape.
+
+    hidden [..., C]; feed [C, C]; target_embedding [..., C] (the target's input embedding); has_target
+    [...] bool. Returns [..., C]."""
+    return hidden + torch.where(has_target[..., None], target_embedding @ feed, 0.0)
 
 
 def initial_kind_bias(ngram: int) -> torch.Tensor:

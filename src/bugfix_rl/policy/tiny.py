@@ -60,6 +60,7 @@ class TinyAgentConfig:
     copy_resume_cut: bool = PolicyConfig.copy_resume_cut
     copy_resume_next: bool = PolicyConfig.copy_resume_next
     copy_lookup: bool = PolicyConfig.copy_lookup
+    copy_lookup_feed: bool = PolicyConfig.copy_lookup_feed
     shared_identifier_embedding: bool = PolicyConfig.shared_identifier_embedding
 
     @property
@@ -167,7 +168,7 @@ class TinyAgent(nn.Module):
         self.copy = (CopyHead(cfg.d_model, cfg.copy_dim, cfg.copy_ngram, cfg.copy_softcap, cfg.copy_suffix_match,
                               edit_markers, align=cfg.copy_edit_align, resume=cfg.copy_edit_resume,
                               resume_cut=cfg.copy_resume_cut, resume_next=cfg.copy_resume_next,
-                              lookup=cfg.copy_lookup)
+                              lookup=cfg.copy_lookup, lookup_feed=cfg.copy_lookup_feed)
                      if cfg.copy_head else None)
         if cfg.shared_identifier_embedding:
             if not identifier_ids:
@@ -249,7 +250,7 @@ class TinyAgent(nn.Module):
         if words_only:
             raise ValueError("a copy head writes slots: its log-probs take the whole vocabulary")
         hidden = self.ln_f(x)
-        return self.copy.mixture_full(hidden, self._vocab_logits(hidden), ids)
+        return self.copy.mixture_full(hidden, self._vocab_logits, ids, self._embed)
 
     def new_cache(self, batch: int) -> KVCache:
         cfg = self.cfg
@@ -316,13 +317,14 @@ class TinyAgent(nn.Module):
                 advance_resume(cache.resume, ids[:, i], positions[:, i], cache.ids, real[:, i], self.copy.edit_markers)
         cache.lengths += n_new
         last_hidden = hidden[torch.arange(B), last]  # [B, C]
-        return self.copy.mixture_step(last_hidden, self._vocab_logits(last_hidden), cache)
+        return self.copy.mixture_step(last_hidden, self._vocab_logits, cache, self._embed)
 
 
 # ---------------------------------------------------------------- from the config
 
 COPY_FIELDS = ("copy_head", "copy_dim", "copy_ngram", "copy_softcap", "copy_suffix_match", "copy_edit_align",
-               "copy_edit_resume", "copy_resume_cut", "copy_resume_next", "copy_lookup", "shared_identifier_embedding")
+               "copy_edit_resume", "copy_resume_cut", "copy_resume_next", "copy_lookup", "copy_lookup_feed",
+               "shared_identifier_embedding")
 
 
 def architecture(policy_cfg) -> TinyAgentConfig:
