@@ -168,7 +168,10 @@ def test_the_switch_off_leaves_every_parameter_and_output_as_it_was():
     assert set(shared) - dict(plain.named_parameters()).keys() == {"copy.lookup_gate", "copy.kind_bias"}
 
 
-def test_the_feed_switch_off_leaves_every_parameter_and_output_as_it_was():
+def test_the_feed_starts_at_zero_and_a_zero_feed_changes_no_output():
+    """The feed adds one parameter, zero at first, and draws nothing (every other parameter starts as
+    without it); with trained weights and a zero feed the log-probs are the same floats. (Off, the
+    floats of forward and backward are the shipped bases': make bases rebuilds them tensor for tensor.)"""
     cfg = TinyAgentConfig(max_len=64, copy_head=True, copy_lookup=True)
     torch.manual_seed(0)
     plain = TinyAgent(40, cfg, edit_markers=(OLD, NEW, ENDS))

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -322,22 +323,29 @@ class CopyHead(nn.Module):
         rows = torch.arange(ids.shape[0]).view(-1, *([1] * (target.dim() - 1))).expand_as(target)
         return target, kind, ids[rows, target.clamp(min=0)]
 
-    def _fed(self, hidden: torch.Tensor, embed, target, lookup_ids) -> torch.Tensor:
+    def _fed(self, hidden: torch.Tensor, embed: Callable[[torch.Tensor], torch.Tensor] | None,
+             target: torch.Tensor | None, lookup_ids: torch.Tensor | None) -> torch.Tensor:
         """What the word head and the gates read [..., C]: h_t, or with lookup_feed h_t plus the target token's
         projected embedding (copy_lookup.fed_hidden). The copy attention's query and keys always read h_t
         (a cached step keys its fed tokens before their targets are known)."""
-        return fed_hidden(hidden, self.feed, embed(lookup_ids), target >= 0) if self.lookup_feed else hidden
+        if not self.lookup_feed:
+            return hidden
+        if embed is None:
+            raise ValueError("lookup_feed reads the target's embedding: pass embed (TinyAgent._embed)")
+        return fed_hidden(hidden, self.feed, embed(lookup_ids), target >= 0)
 
-    def _lookup_logit(self, hidden: torch.Tensor, target: torch.Tensor, kind: torch.Tensor) -> torch.Tensor:
-        """The lookup term's gate logit [...] (-inf where it has no target)."""
-        return torch.where(target >= 0, hidden @ self.lookup_gate + self.kind_bias[kind], float("-inf"))
+    def _lookup_logit(self, heads_input: torch.Tensor, target: torch.Tensor, kind: torch.Tensor) -> torch.Tensor:
+        """The lookup term's gate logit [...] (-inf where it has no target); heads_input [..., C] is _fed's."""
+        return torch.where(target >= 0, heads_input @ self.lookup_gate + self.kind_bias[kind], float("-inf"))
 
-    def mixture_full(self, hidden: torch.Tensor, vocab_head, ids: torch.Tensor, embed=None) -> torch.Tensor:
+    def mixture_full(self, hidden: torch.Tensor, vocab_head: Callable[[torch.Tensor], torch.Tensor],
+                     ids: torch.Tensor, embed: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
         """Full causal pass: hidden [B, T, C], ids [B, T] -> log P [B, T, V]. vocab_head: hidden [..., C] ->
         the word logits [..., V]; embed: ids -> their input embeddings [..., C] (read with lookup_feed).
 
-        The ops that read hidden run in one fixed order (word head, copy query and keys, lookup gate, copy
-        gate): backward sums their gradients in reverse order, and the shipped bases' bytes depend on it."""
+        The heads run in one fixed order (word head, copy query and keys, lookup gate, copy gate): backward
+        sums the gradients of the ops that read hidden in reverse order, and with lookup_feed off the
+        shipped bases' bytes depend on that order."""
         B, T = ids.shape
         query_ids = torch.stack([shifted(ids, n - 1, -2) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
         candidate_prev = torch.stack([shifted(ids, n, -1) for n in range(1, self.ngram + 1)], -1)  # [B, T, N]
@@ -370,9 +378,11 @@ class CopyHead(nn.Module):
                                             ids[:, None, :].expand(B, T, T), lookup_logit, lookup_ids)
         return mixture_log_probs(vocab_logits, self.gate(fed).squeeze(-1), attention, ids[:, None, :].expand(B, T, T))
 
-    def mixture_step(self, hidden: torch.Tensor, vocab_head, cache, embed=None) -> torch.Tensor:
+    def mixture_step(self, hidden: torch.Tensor, vocab_head: Callable[[torch.Tensor], torch.Tensor], cache,
+                     embed: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
         """One prediction per row from the cache: hidden [B, C] at each row's last token (vocab_head and
-        embed as in mixture_full); cache.ids / cache.copy_keys already hold that token. Returns log P [B, V]."""
+        embed as in mixture_full); cache.ids / cache.copy_keys already hold that token. Returns log P [B, V].
+        It runs without gradients (TinyAgent.forward_step), so the heads' order is free here."""
         lengths = cache.lengths  # [B], the last token sits at lengths - 1
         used = int(lengths.max().clamp(min=1))
         ids = cache.ids[:, :used]  # [B, J]
