@@ -139,6 +139,25 @@ def test_cached_steps_equal_the_full_pass_with_the_lookup(switches):
     assert_cached_steps_equal_full_pass(model, ids, ([7, 1, 8], [1, 7, 0], [3, 0, 1], [5, 8, 7]))
 
 
+@pytest.mark.parametrize("shared", [True, False])
+def test_the_feed_is_exact_when_the_lookup_points_at_an_episodes_new_word(shared):
+    """Out-of-vocabulary slot ids (40-43: an episode's new words) as the lookup's targets: the feed embeds
+    them as the model's input does (the shared identifier vector, or zeros), in both forward paths."""
+    torch.manual_seed(0)
+    cfg = TinyAgentConfig(max_len=64, copy_head=True, shared_identifier_embedding=shared, copy_lookup=True,
+                          copy_lookup_feed=True)
+    model = TinyAgent(40, cfg, identifier_ids=[10, 11, 12], edit_markers=(OLD, NEW, ENDS), oov_slots=4)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    #                    old 40 21 41 new 40 21 ...
+    ids = torch.tensor([[9, 40, 21, 41, 5, 40, 21, 41, 6, 40, 21, 42, 2, 14, 43, 15],
+                        [5, 42, 21, 22, 43, 21, 24, 6, 42, 21, 22, 43, 21, 24, 2, 9]])
+    torch.testing.assert_close(model(ids).exp().sum(-1), torch.ones(2, 16))
+    assert_cached_steps_equal_full_pass(model, ids, [[1, 1]] * ids.shape[1])
+    assert_cached_steps_equal_full_pass(model, ids, ([7, 1], [1, 7], [3, 0], [5, 8]))
+
+
 def test_the_lookup_alone_writes_the_pointed_token_then_stops():
     """Vocabulary and copy attention shut out: after `new` the lookup writes old_string's tokens in order;
     once old_string is used up it has no target, and the copy attention's tokens get the mass back."""
