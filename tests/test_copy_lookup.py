@@ -116,11 +116,13 @@ def test_no_target_is_the_two_term_mixture_and_its_gradient_is_finite():
     assert torch.isfinite(lookup_logit.grad).all()
 
 
-def _lookup_agent(**switches) -> TinyAgent:
+def _lookup_agent(oov_slots: int = 0, **switches) -> TinyAgent:
+    """A lookup agent of 40 words (and oov_slots slot ids after them) with random weights; switches set or
+    override its config's fields."""
     torch.manual_seed(0)
-    cfg = TinyAgentConfig(max_len=64, copy_head=True, shared_identifier_embedding=True, copy_softcap=1.5,
-                          copy_lookup=True, **switches)
-    model = TinyAgent(40, cfg, identifier_ids=[10, 11, 12], edit_markers=(OLD, NEW, ENDS))
+    cfg = TinyAgentConfig(**{"max_len": 64, "copy_head": True, "shared_identifier_embedding": True,
+                             "copy_softcap": 1.5, "copy_lookup": True, **switches})
+    model = TinyAgent(40, cfg, identifier_ids=[10, 11, 12], edit_markers=(OLD, NEW, ENDS), oov_slots=oov_slots)
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.3)  # far from the init: a real test of the two paths
@@ -143,13 +145,7 @@ def test_cached_steps_equal_the_full_pass_with_the_lookup(switches):
 def test_the_feed_is_exact_when_the_lookup_points_at_an_episodes_new_word(shared):
     """Out-of-vocabulary slot ids (40-43: an episode's new words) as the lookup's targets: the feed embeds
     them as the model's input does (the shared identifier vector, or zeros), in both forward paths."""
-    torch.manual_seed(0)
-    cfg = TinyAgentConfig(max_len=64, copy_head=True, shared_identifier_embedding=shared, copy_lookup=True,
-                          copy_lookup_feed=True)
-    model = TinyAgent(40, cfg, identifier_ids=[10, 11, 12], edit_markers=(OLD, NEW, ENDS), oov_slots=4)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.3)
+    model = _lookup_agent(oov_slots=4, shared_identifier_embedding=shared, copy_lookup_feed=True)
     #                    old 40 21 41 new 40 21 ...
     ids = torch.tensor([[9, 40, 21, 41, 5, 40, 21, 41, 6, 40, 21, 42, 2, 14, 43, 15],
                         [5, 42, 21, 22, 43, 21, 24, 6, 42, 21, 22, 43, 21, 24, 2, 9]])
