@@ -2,18 +2,19 @@
 
 API:
 
-    generated_tasks(n, seed=0, sandbox=None, reshape=0.0, grammar=0.0) -> list[Task]
+    generated_tasks(n, seed=0, sandbox=None, reshape=0.0, grammar=0.0, flat_pairs=False) -> list[Task]
         Training draws: n tasks from TRAINING templates only, families in turn (minmax, range, compare,
         zero, init, minmax, ...). Same seed -> identical tasks, byte for byte; split 'train'. With
         reshape > 0, that share of the draws has its body rewritten with helper locals (gym/reshape.py),
         and a draw whose body form is a reserved template's is dropped. With grammar > 0, that share of
         the draws takes a body form composed afresh (gym/grammar.py: template id 'family/grammar'), and
         such a draw is dropped when its body, buggy or fixed, holds every line of a `shapes` or
-        `shapes_val` task's body (gym/body_lines.py's blanking, as multisets).
+        `shapes_val` task's body (gym/body_lines.py's blanking, as multisets). flat_pairs: the grammar's
+        minmax bodies with two min/max lines draw flat calls (gym/grammar.grammar_template).
     training_pool(env_cfg, sandbox=None) -> list[Task]
         What RL groups and the RL base's demonstrations draw from: the book's 20 training tasks, then
         env.generated_tasks generated ones (seed env.generated_seed, reshaped share env.generated_reshape,
-        grammar share env.generated_grammar) when that is > 0.
+        grammar share env.generated_grammar, flat pairs env.generated_grammar_flat_pairs) when that is > 0.
     make_tasks("shapes")  (gym/tasks.py)
         The `shapes` split: 50 tasks (10 per family) from RESERVED templates, which training draws
         never use; stored in gym/shapes_split.py (what `shapes_tasks()` gives, written by
@@ -330,14 +331,14 @@ def _draw(template: Template, rng: random.Random, split: str, reshape_share: flo
 
 
 def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, sandbox,
-              reshape_share: float = 0.0, grammar_share: float = 0.0) -> list[Task]:
+              reshape_share: float = 0.0, grammar_share: float = 0.0, flat_pairs: bool = False) -> list[Task]:
     """One checked task per entry of `plan` (the templates it may be drawn from; with probability
     `grammar_share` a grammar body form of their family instead). In rounds: each empty
     entry draws until a candidate passes `_draw` and is new; the round's candidates are checked in one
     batch (task_checks.task_problems); an entry whose candidate fails draws again in the next round."""
     if sandbox is None:
         with Sandbox(SandboxConfig()) as own:
-            return _generate(plan, rng, split, own, reshape_share, grammar_share)
+            return _generate(plan, rng, split, own, reshape_share, grammar_share, flat_pairs)
     tasks: list[Task | None] = [None] * len(plan)
     sources: set[str] = set()
     draws, last_problem = [0] * len(plan), [""] * len(plan)
@@ -351,7 +352,7 @@ def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, 
                     raise RuntimeError(f"no sound task from {[t.id for t in choices]}{also} in {MAX_DRAWS} draws; "
                                        f"last problem: {last_problem[index] or 'none passed _draw'}")
                 grammar = grammar_share > 0 and rng.random() < grammar_share  # no draw at 0: pools as before
-                template = grammar_template(choices[0].family, rng) if grammar else rng.choice(choices)
+                template = grammar_template(choices[0].family, rng, flat_pairs) if grammar else rng.choice(choices)
                 task = _draw(template, rng, split, reshape_share)
                 if task is not None and task.source not in sources:
                     batch[index] = task
@@ -361,12 +362,13 @@ def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, 
     return tasks
 
 
-def generated_tasks(n: int, seed: int = 0, sandbox=None, reshape: float = 0.0, grammar: float = 0.0) -> list[Task]:
+def generated_tasks(n: int, seed: int = 0, sandbox=None, reshape: float = 0.0, grammar: float = 0.0,
+                    flat_pairs: bool = False) -> list[Task]:
     """n distinct checked tasks from training templates, families in turn, a `reshape` share of them with
-    helper locals, a `grammar` share from fresh body forms (module doc)."""
+    helper locals, a `grammar` share from fresh body forms (module doc; flat_pairs: gym/grammar.py's)."""
     by_family = [tuple(t for t in TRAINING_TEMPLATES if t.family == family) for family in FAMILIES]
     return _generate([by_family[i % len(FAMILIES)] for i in range(n)], random.Random(seed), "train", sandbox,
-                     reshape, grammar)
+                     reshape, grammar, flat_pairs)
 
 
 def training_pool(env_cfg=None, sandbox=None) -> list[Task]:
@@ -378,7 +380,8 @@ def training_pool(env_cfg=None, sandbox=None) -> list[Task]:
         return tasks
     n, seed, started = env_cfg.generated_tasks, env_cfg.generated_seed, time.perf_counter()
     print(f"generating {n} training tasks (env.generated_tasks, seed {seed})", file=sys.stderr, flush=True)
-    generated = generated_tasks(n, seed, sandbox, env_cfg.generated_reshape, env_cfg.generated_grammar)
+    generated = generated_tasks(n, seed, sandbox, env_cfg.generated_reshape, env_cfg.generated_grammar,
+                                env_cfg.generated_grammar_flat_pairs)
     held_out = {template.id for template in HELD_OUT_TEMPLATES}
     leaked = sorted({template_id(task) for task in generated} & held_out)
     assert not leaked, f"generated training tasks from the shapes splits' templates: {leaked}"

@@ -41,10 +41,11 @@ _OPS = ("+", "-", "*")
 
 
 class _Draw:
-    """One body's draw: its random source and the parameters it has asked for (placeholder -> kind)."""
+    """One body's draw: its random source, the parameters it has asked for (placeholder -> kind), and
+    whether minmax's two-line forms are drawn more often, with flat calls (`grammar_template`)."""
 
-    def __init__(self, rng: random.Random):
-        self.rng, self.params = rng, {}
+    def __init__(self, rng: random.Random, flat_pairs: bool = False):
+        self.rng, self.params, self.flat_pairs = rng, {}, flat_pairs
 
     def param(self, name: str, kind: str) -> str:
         self.params.setdefault(name, kind)
@@ -92,6 +93,16 @@ def _minmax_call(draw: _Draw, atoms: list[str], depth: int) -> str:
     return f"{draw.pick('min', 'max')}({', '.join(args)})"
 
 
+def _flat_call(draw: _Draw, atoms: list[str]) -> str:
+    """min or max of a parameter (or helper) and another atom or constant, the first maybe `X + K` or
+    `X * K`: at most 8 words, so that two lines of them fit one Edit of TinyAgent's turn."""
+    first = draw.pick(*[atom for atom in atoms if atom not in ("K", "J")])
+    second = draw.pick(*[atom for atom in dict.fromkeys(atoms + ["K", "J"]) if atom != first])
+    if draw.chance(0.3):
+        first = f"{first} {draw.pick('+', '*')} K"
+    return f"{draw.pick('min', 'max')}({first}, {second})"
+
+
 def _minmax(draw: _Draw) -> str:
     shape = draw.pick("ints", "ints", "list", "loop")
     if shape == "loop":
@@ -124,24 +135,31 @@ def _minmax(draw: _Draw) -> str:
         atoms, prelude = atoms + ["R"], [helper]
     else:
         prelude = []
-    form = draw.pick("return", "return", "helper", "two_helpers", "flag")
-    call = _minmax_call(draw, atoms, 1)
+    if draw.flat_pairs:  # the forms whose fix may span two lines drawn twice as often
+        form = draw.pick("return", "helper", "two_helpers", "two_helpers", "flag", "flag")
+    else:
+        form = draw.pick("return", "return", "helper", "two_helpers", "flag")
+    flat = draw.flat_pairs and form in ("two_helpers", "flag")
+
+    def plain_call(extra: list[str]) -> str:
+        return _flat_call(draw, atoms + extra) if flat else _minmax_call(draw, atoms + extra, 0)
+    call = _flat_call(draw, atoms) if flat else _minmax_call(draw, atoms, 1)
     if form == "return":
         tail = f" {draw.pick(*_OPS)} {draw.pick(*atoms)}" if draw.chance(0.3) else ""
         body = [f"return {call}{tail}"]
     elif form == "helper":
         body = [f"P = {call}", f"return P {draw.pick(*_OPS)} {draw.pick('K', *atoms)}"]
     elif form == "two_helpers":
-        second = _minmax_call(draw, atoms + ["P"], 0)
+        second = plain_call(["P"])
         body = [f"P = {call}", f"Q = {second}", f"return {draw.pick('P - Q', 'Q - P', 'P + Q', 'Q')}"]
     else:
         flag = draw.param("C", "nat") if "C" not in atoms else draw.param("B", "nat") if "B" not in atoms else None
         if flag is None:
             body = [f"return {call}"]
         elif draw.chance(0.5):
-            body = [f"if {flag}:", *_indent([f"return {call}"]), f"return {_minmax_call(draw, atoms, 0)}"]
+            body = [f"if {flag}:", *_indent([f"return {call}"]), f"return {plain_call([])}"]
         else:
-            body = [f"return {call} if {flag} else {_minmax_call(draw, atoms, 0)}"]
+            body = [f"return {call} if {flag} else {plain_call([])}"]
     return "\n".join(prelude + body)
 
 
@@ -308,11 +326,14 @@ def _init(draw: _Draw) -> str:
 _FAMILIES = {"minmax": _minmax, "range": _range, "compare": _compare, "zero": _zero, "init": _init}
 
 
-def grammar_template(family: str, rng: random.Random) -> Template:
+def grammar_template(family: str, rng: random.Random, flat_pairs: bool = False) -> Template:
     """A fresh body form of `family` (module doc), as a template the generator fills and checks; drawn
-    again when the body came to use no parameter (a constant function)."""
+    again when the body came to use no parameter (a constant function). flat_pairs: minmax's forms with
+    two min/max lines (two helpers, a flag's `if`) are drawn twice as often, with flat calls
+    (`_flat_call`): nested ones make the oracle's two-line Edit longer than TinyAgent's turn, and the
+    generator drops such a task (without: 1 of the 40 minmax tasks of a 200-task pool has a two-line fix)."""
     while True:
-        draw = _Draw(rng)
+        draw = _Draw(rng, flat_pairs)
         template = draw.template(family, _FAMILIES[family](draw), divisor="B" if family == "zero" else "")
         if template.params:
             return template
