@@ -11,7 +11,7 @@ import pytest
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.body_lines import body_line_shapes
 from bugfix_rl.gym.agents.scripted import OraclePolicy
-from bugfix_rl.gym.agents.scripted_tools import ToolsOraclePolicy
+from bugfix_rl.gym.agents.scripted_tools import ToolsOraclePolicy, line_edit
 from bugfix_rl.gym.edit_menu import EditMenuConfig, EditMenuEnv
 from bugfix_rl.gym.generator import CONSTANTS, NAMES, generated_tasks, shapes_module_text, shapes_tasks, template_id
 from bugfix_rl.gym.shape_variants import unseen_heldout_line_shapes
@@ -231,6 +231,29 @@ def test_no_grammar_draw_holds_a_shapes_body_buggy_or_fixed(grammar_drawn):
         buggy, fixed = bodies(task)
         for shapes_buggy, shapes_fixed in shapes:
             assert shapes_buggy - buggy and shapes_fixed - fixed, task.name
+
+
+def _fix_lines(task) -> int:
+    """How many lines the oracle's Edit of the task spans."""
+    old, _ = line_edit(task.source, ops.apply_op(task, task.source, task.fix_op))
+    return old.count("\n") + 1
+
+
+def test_flat_pairs_put_two_line_minmax_fixes_into_the_pool(sandbox):
+    """Nested min/max calls make a two-line Edit longer than TinyAgent's turn, so the generator dropped
+    nearly every such draw; env.generated_grammar_flat_pairs draws those forms with flat calls."""
+    plain = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0)
+    flat = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, flat_pairs=True)
+    assert [_record(t) for t in generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, flat_pairs=True)] == \
+        [_record(t) for t in flat]
+    two_line = [t for t in flat if _fix_lines(t) == 2]
+    # seed 0: 8 of the 40 minmax tasks with the switch, 1 without; no other family has one either way
+    assert {t.family for t in two_line} == {"minmax"} and len(two_line) >= 6
+    assert sum(_fix_lines(t) == 2 for t in plain) <= 2
+    assert_sound(two_line, sandbox)
+    for task in two_line:  # flat: no call of a two-line fix has more than two arguments or a nested call
+        calls = re.findall(r"\b(?:min|max)\((.*?)\)", task.source)
+        assert all(call.count(",") <= 1 and "(" not in call for call in calls), task.source
 
 
 def test_grammar_generation_is_deterministic_and_off_by_default(sandbox, monkeypatch):

@@ -86,6 +86,17 @@ def test_reshaped_draws_are_sound_deterministic_and_never_a_reserved_form(sandbo
     assert [t.source for t in generated_tasks(200, seed=5, sandbox=sandbox, reshape=0.0)] == [t.source for t in plain]
 
 
+def test_the_config_refuses_flat_pairs_without_the_grammar():
+    from bugfix_rl.config import ConfigError, TrainConfig, validate
+
+    cfg = TrainConfig()
+    cfg.env.generated_grammar_flat_pairs = True
+    with pytest.raises(ConfigError, match="env.generated_grammar_flat_pairs=true needs env.generated_grammar > 0"):
+        validate(cfg)
+    cfg.env.generated_grammar = 1.0
+    validate(cfg)
+
+
 @pytest.mark.parametrize("key", ["generated_reshape", "generated_grammar"])
 @pytest.mark.parametrize("share", [-0.1, 1.5])
 def test_the_config_refuses_a_share_outside_0_1(share, key):
