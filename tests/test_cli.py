@@ -209,7 +209,7 @@ def test_compose_train_gives_the_config_train_composes_and_one_line_errors():
     from bugfix_rl.errors import UserError
 
     cfg = compose_train(["exp=tools_generated", "seed=3"])
-    assert cfg.experiment == "tools_generated" and cfg.seed == 3 and cfg.env.generated_tasks == 200
+    assert cfg.experiment == "tools_generated" and cfg.seed == 3 and cfg.env.generated_tasks == 1000
     with pytest.raises(UserError, match="^cannot compose the config: Could not override 'policy.nonsense'"):
         compose_train(["policy.nonsense=1"])
     with pytest.raises(UserError, match="must be >= 2"):
