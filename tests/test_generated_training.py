@@ -155,7 +155,12 @@ def test_base_cache_key_changes_only_when_on(tokenizer, monkeypatch, env):
     assert key() not in {before, on_seed_7, on_seed_0}
     cfg.env.generated_reshape = 0.0
     cfg.env.generated_grammar = 1.0  # grammar body forms: other demonstrations, another base
-    assert key() not in {before, on_seed_7, on_seed_0}
+    on_grammar = key()
+    assert on_grammar not in {before, on_seed_7, on_seed_0}
+    cfg.env.generated_grammar_flat_pairs = True  # the grammar's flat pairs: another pool, another base
+    assert key() not in {before, on_seed_7, on_seed_0, on_grammar}
+    cfg.env.generated_grammar_flat_pairs = False
+    assert key() == on_grammar
     cfg.env.generated_grammar = 0.0
     assert key() == on_seed_0
 

@@ -3,6 +3,7 @@ never a book task, and a `shapes` split whose body forms training draws never ha
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 
@@ -239,10 +240,15 @@ def _fix_lines(task) -> int:
     return old.count("\n") + 1
 
 
+PLAIN_GRAMMAR_POOL = "7ce48aa250daf51b"  # sha256 of the 200 sources of generated_tasks(200, seed=0, grammar=1.0) at a0c2044
+
+
 def test_flat_pairs_put_two_line_minmax_fixes_into_the_pool(sandbox):
     """Nested min/max calls make a two-line Edit longer than TinyAgent's turn, so the generator dropped
     nearly every such draw; env.generated_grammar_flat_pairs draws those forms with flat calls."""
     plain = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0)
+    # off, the pool is +exp=tools_generated's of before the switch (its base, tensor for tensor: make bases)
+    assert hashlib.sha256(repr([t.source for t in plain]).encode()).hexdigest()[:16] == PLAIN_GRAMMAR_POOL
     flat = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, flat_pairs=True)
     assert [_record(t) for t in generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, flat_pairs=True)] == \
         [_record(t) for t in flat]
@@ -264,7 +270,7 @@ def test_grammar_generation_is_deterministic_and_off_by_default(sandbox, monkeyp
     assert {template_id(t).endswith("/grammar") for t in first} == {True, False}
     plain = [_record(t) for t in generated_tasks(20, seed=3, sandbox=sandbox)]
 
-    def no_grammar(family, rng):
+    def no_grammar(*_):
         raise AssertionError("a grammar draw at share 0")
 
     # share 0 never asks the grammar; that it draws no extra random number either, the stored shapes split
