@@ -1,6 +1,6 @@
 """Body forms drawn from a small grammar, one family at a time: templates that no list holds.
 
-    grammar_template(family, rng) -> Template
+    grammar_template(family, rng, flat_pairs=False) -> Template
 
 gym/templates.py lists 55 body forms by hand (40 for training). A tiny agent trained on 40 forms
 learns those forms, not the fix (docs/TOOLS.md): a pool of 50 taught it nothing about the 5 it left
@@ -141,7 +141,8 @@ def _minmax(draw: _Draw) -> str:
         form = draw.pick("return", "return", "helper", "two_helpers", "flag")
     flat = draw.flat_pairs and form in ("two_helpers", "flag")
 
-    def plain_call(extra: list[str]) -> str:
+    def second_call(extra: list[str]) -> str:
+        """The body's other min/max call, over the atoms and `extra`: flat, or unnested."""
         return _flat_call(draw, atoms + extra) if flat else _minmax_call(draw, atoms + extra, 0)
     call = _flat_call(draw, atoms) if flat else _minmax_call(draw, atoms, 1)
     if form == "return":
@@ -150,16 +151,16 @@ def _minmax(draw: _Draw) -> str:
     elif form == "helper":
         body = [f"P = {call}", f"return P {draw.pick(*_OPS)} {draw.pick('K', *atoms)}"]
     elif form == "two_helpers":
-        second = plain_call(["P"])
+        second = second_call(["P"])
         body = [f"P = {call}", f"Q = {second}", f"return {draw.pick('P - Q', 'Q - P', 'P + Q', 'Q')}"]
     else:
         flag = draw.param("C", "nat") if "C" not in atoms else draw.param("B", "nat") if "B" not in atoms else None
         if flag is None:
             body = [f"return {call}"]
         elif draw.chance(0.5):
-            body = [f"if {flag}:", *_indent([f"return {call}"]), f"return {plain_call([])}"]
+            body = [f"if {flag}:", *_indent([f"return {call}"]), f"return {second_call([])}"]
         else:
-            body = [f"return {call} if {flag} else {plain_call([])}"]
+            body = [f"return {call} if {flag} else {second_call([])}"]
     return "\n".join(prelude + body)
 
 
