@@ -230,6 +230,27 @@ def test_a_run_with_shapes_val_n_evaluates_the_validation_shapes(smoke_run):
     assert "## shapes_val" in summary and "paired over 50 shapes_val tasks" in summary
 
 
+def test_a_checkpoint_chosen_on_val_and_shapes_val_pools_their_tasks(tmp_path, capsys):
+    """eval.val_splits=[val,shapes_val]: each kept checkpoint is validated on the book's 5 tasks and the 50
+    shapes_val tasks pooled (the chosen step is the best pooled pass@1), and the run's pages say so; a split
+    that is read once at the end cannot be chosen on."""
+    from bugfix_rl.gym.tasks import make_tasks
+
+    run_cli(["train", "+exp=smoke", "steps=1", "preflight=false", "eval.test=false", "eval.n_val=1",
+             "eval.val_splits=[val,shapes_val]", *COMMON, f"hydra.run.dir={tmp_path}"])
+    result = json.loads((tmp_path / "eval.json").read_text())
+    names = [t.name for t in make_tasks("val") + make_tasks("shapes_val")]
+    for summary in result["validation"].values():
+        assert summary["tasks"] == 55 and summary["tasks_names"] == names and summary["n"] == 1
+    best = max(v["pass_at_1"] for v in result["validation"].values())
+    assert result["validation"][str(result["chosen_step"])]["pass_at_1"] == best
+    assert "best validation pass@1 on val + shapes_val" in (tmp_path / "summary.md").read_text()
+    assert "checkpoint selection, on val + shapes_val" in (tmp_path / "viewer.html").read_text()
+    capsys.readouterr()
+    err = one_line_error(capsys, ["train", "+exp=smoke", "eval.val_splits=[val,shapes]", f"hydra.run.dir={tmp_path}/x"])
+    assert "eval.val_splits" in err and "read once" in err and not (tmp_path / "x").exists()
+
+
 def test_report_without_runs_is_one_line_exit_2(tmp_path, capsys):
     assert "no runs under" in one_line_error(capsys, ["report", f"dir={tmp_path}"])
     missing = tmp_path / "typo"

@@ -13,15 +13,14 @@ def sft_command(cfg, run_dir: Path) -> Path:
     save it as <run dir>/sft.safetensors (usable as policy.init=<path>) and print its validation pass@1."""
     from bugfix_rl.checkpoint import model_tensors, save_checkpoint
     from bugfix_rl.recipes.cold_start import cold_start
-    from bugfix_rl.run.evaluations import evaluate_split
+    from bugfix_rl.run.evaluations import validate_policy
     from bugfix_rl.run.lifecycle import checkpoint_meta
 
     with configured_policy(cfg) as (model, tokenizer, make_env):
         losses = cold_start(cfg, model, tokenizer, make_env)
         path = Path(run_dir) / "sft.safetensors"
         save_checkpoint(path, model_tensors(model), {**checkpoint_meta(cfg, 0, tokenizer), "sft_losses": losses})
-        val = evaluate_split(model, tokenizer, make_env, "val", cfg.eval.n_val, cfg.eval.val_seed,
-                             cfg.algo.temperature)
+        val = validate_policy(model, tokenizer, make_env, cfg.eval, cfg.algo.temperature)
     console = output_console()
     console.print(f"SFT ({cfg.cold_start.source}, {cfg.cold_start.steps} steps): loss {losses[0]:.3f} -> {losses[-1]:.4f}")
     lo, hi = val["ci"]

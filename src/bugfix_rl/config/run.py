@@ -30,6 +30,7 @@ class EvalConfig:
 
     ckpt_every: int = 0  # save + validate every N steps; 0 = only the final step
     n_val: int = 16  # episodes per validation task
+    val_splits: list[str] = field(default_factory=lambda: ["val"])  # splits whose tasks, pooled, validate each checkpoint (best is chosen): val (the book's 5), shapes_val (50 new shapes)
     n_test: int = 32  # episodes per test task
     val_seed: int = 3  # validation generator (its own: never touches the training stream)
     test_seed: int = 4  # test generator (its own: base and chosen see the same stream)

@@ -36,6 +36,7 @@ CHOICES = {
     "policy.base.lr_schedule": ("constant", "cosine"),  # algo/sft.py: LR_SCHEDULES (test_packing checks they agree)
     "policy.tools_base.lr_schedule": ("constant", "cosine"),
 }
+VALIDATION_SPLITS = ("val", "shapes_val")  # eval.val_splits: those a checkpoint may be chosen on
 
 POSITIVE = ("algo.group_size", "algo.prompts_per_step", "algo.temperature", "algo.lr", "algo.epochs",
             "algo.minibatches", "algo.max_sample_rounds", "env.max_turns", "threads", "eval.n_val",
@@ -146,6 +147,10 @@ def validate(cfg) -> None:
         raise ConfigError("env.guide_old_string needs env=tools and policy=tiny (the word sampler guides the Edit call)")
     if cfg.env.infra_fault_rate > 0 and cfg.env.name != "tools":
         raise ConfigError("env.infra_fault_rate needs env=tools (the edit menu grades in-process, with no sandbox)")
+    splits = list(cfg.eval.val_splits)
+    if not splits or len(set(splits)) < len(splits) or not set(splits) <= set(VALIDATION_SPLITS):
+        raise ConfigError(f"eval.val_splits={splits} must name each of {', '.join(VALIDATION_SPLITS)} at most once, "
+                          f"and one at least (test, heldout and shapes are read once, at the end)")
     if stop.patience and not cfg.eval.ckpt_every:
         raise ConfigError("stop.patience counts checkpoints: set eval.ckpt_every too")
 

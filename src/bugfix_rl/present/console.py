@@ -11,7 +11,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from bugfix_rl.present.dashboard import ASYNC_KEYS, CONSOLE_KEYS
-from bugfix_rl.present.report_run import SPLIT_LABELS, gain_kept_lines, pass_at_text, start_chosen_lines
+from bugfix_rl.present.report_run import SPLIT_LABELS, chosen_on, gain_kept_lines, pass_at_text, start_chosen_lines
 from bugfix_rl.present.terminal import output_console
 from bugfix_rl.progress import bar_columns
 
@@ -88,7 +88,7 @@ class TrainConsole:
                    f" ({val['tasks']} tasks x {val['n']} episodes) per task {val['per_task']}")
 
     def final(self, result: dict) -> None:
-        self.print(f"chosen checkpoint: step {result['chosen_step']} (best validation, ties -> earliest)")
+        self.print(f"chosen checkpoint: step {result['chosen_step']} (best validation on {chosen_on(result)}, ties -> earliest)")
         test = result.get("test")
         if test:
             for name in ("base", "chosen"):

@@ -24,11 +24,11 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
     lines = [f"# {cfg['experiment']} / arm {cfg['arm']} / seed {cfg['seed']}", "",
              f"{cfg['steps']} steps, {cfg['threads']} threads, torch {cfg['versions']['torch']};"
              f" {result['train']['seconds_per_step']:.3f} s per step (sampling + update).", "",
-             "![dashboard](dashboard.png)", "", "## Validation (checkpoint selection)", "",
+             "![dashboard](dashboard.png)", "", f"## Validation (checkpoint selection, on {chosen_on(result)})", "",
              "| step | pass@1 [95% CI over tasks, Wilson] | per task |", "|---|---|---|"]
     for step, v in result["validation"].items():
         lines.append(f"| {step} | {_rate(v)} | {v['per_task']} (of {v['n']}) |")
-    lines += ["", f"Chosen checkpoint: step {result['chosen_step']} (best validation pass@1, ties -> earliest).", ""]
+    lines += ["", f"Chosen checkpoint: step {result['chosen_step']} (best validation pass@1 on {chosen_on(result)}, ties -> earliest).", ""]
     stop = result.get("stop") or {}
     if stop.get("stopped_at"):
         lines += [f"Stopped early at step {stop['stopped_at']} of {cfg['steps']} ({stop['reason']});"
@@ -65,6 +65,12 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
     path = Path(run_dir) / "summary.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def chosen_on(result: dict) -> str:
+    """The tasks a run's checkpoint was chosen on (eval.val_splits; runs before it: the book's val):
+    'val' or 'val + shapes_val'."""
+    return " + ".join(result["config"].get("resolved", {}).get("eval", {}).get("val_splits", ["val"]))
 
 
 SPLIT_LABELS = {"heldout": "held-out", "shapes": "shapes", "shapes_val": "shapes_val"}  # eval.json key -> printed name

@@ -17,7 +17,24 @@ from bugfix_rl.gym.tasks import make_tasks
 def evaluate_split(model, tokenizer, make_env, split: str, n: int, seed: int, temperature: float,
                    episodes: list | None = None) -> dict:
     """pass@1 with its interval on a split; the sampled trajectories are appended to `episodes` if given."""
-    tasks = make_tasks(split)
+    return evaluate_tasks(model, tokenizer, make_env, make_tasks(split), n, seed, temperature, episodes)
+
+
+def validation_tasks(splits) -> list:
+    """The tasks that validate a checkpoint (eval.val_splits): each split's tasks in turn, pooled."""
+    return [task for split in splits for task in make_tasks(split)]
+
+
+def validate_policy(model, tokenizer, make_env, eval_cfg, temperature: float) -> dict:
+    """pass@1 with its interval on the validation tasks (eval.val_splits pooled, eval.n_val episodes
+    each, the eval.val_seed stream): the score a kept checkpoint is chosen by."""
+    return evaluate_tasks(model, tokenizer, make_env, validation_tasks(eval_cfg.val_splits), eval_cfg.n_val,
+                          eval_cfg.val_seed, temperature)
+
+
+def evaluate_tasks(model, tokenizer, make_env, tasks: list, n: int, seed: int, temperature: float,
+                   episodes: list | None = None) -> dict:
+    """evaluate_split on a list of tasks: pass@1 with its interval over them (n episodes each)."""
     trajectories = sample_trajectories(model, tokenizer, tasks, n, make_env, temperature, seed)
     if episodes is not None:
         episodes.extend(trajectories)

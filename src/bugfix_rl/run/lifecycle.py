@@ -24,12 +24,11 @@ import torch.distributed as dist
 
 from bugfix_rl.checkpoint import (CheckpointError, load_checkpoint, model_tensors, optimizer_state,
                                   optimizer_tensors, save_checkpoint)
-from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.recipes.starting_policy import build_starting_policy
 from bugfix_rl.rollout.replay import schedule_from_record, schedule_record
-from bugfix_rl.run.evaluations import evaluate_split
+from bugfix_rl.run.evaluations import validate_policy, validation_tasks
 from bugfix_rl.run.learner import Learner, broadcast_weights, data_parallel, follow
 
 
@@ -60,13 +59,15 @@ def checkpoint_meta(cfg, step: int, tokenizer) -> dict:
 
 
 def keep_checkpoint(step: int, policy, trainer, state: RunState, cfg, run_dir: Path, view) -> None:
-    """Validate `policy` (eval.n_val episodes per validation task) and save it as step_NNN with the
+    """Validate `policy` (eval.n_val episodes per task of eval.val_splits) and save it as step_NNN with the
     resume state; `view` (console.TrainConsole) says so."""
     path = run_dir / "checkpoints" / f"step_{step:03d}.safetensors"
     state.checkpoints[step] = path
-    view.status(f"validating step {step}: {cfg.eval.n_val} episodes x {len(make_tasks('val'))} tasks")
-    state.validation[step] = evaluate_split(policy, trainer.tokenizer, trainer.make_env, "val", cfg.eval.n_val,
-                                            cfg.eval.val_seed, cfg.algo.temperature)
+    tasks = validation_tasks(cfg.eval.val_splits)
+    view.status(f"validating step {step}: {cfg.eval.n_val} episodes x {len(tasks)} tasks "
+                f"({' + '.join(cfg.eval.val_splits)})")
+    state.validation[step] = validate_policy(policy, trainer.tokenizer, trainer.make_env, cfg.eval,
+                                             cfg.algo.temperature)
     resume_tensors, resume_meta = resume_state(trainer, state)
     save_checkpoint(path, {**model_tensors(policy), **resume_tensors},
                     {**checkpoint_meta(cfg, step, trainer.tokenizer), **resume_meta})
