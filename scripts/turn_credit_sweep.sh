@@ -7,7 +7,7 @@
 # malformed calls and answered share per episode from each run's eval.json (heldout.behaviour).
 #   bash scripts/turn_credit_sweep.sh                      (2 arms x 3 seeds = 6 runs, one after another)
 #   EXTRA="hydra/launcher=joblib_two threads=1" bash scripts/turn_credit_sweep.sh        (2 runs at a time)
-#   SEEDS=0 EXTRA="steps=1 eval.n_val=1 eval.heldout_n=1 eval.test=false algo.group_size=2 algo.prompts_per_step=2
+#   SEEDS=0 EXTRA="steps=1 eval.n_val=1 eval.val_splits=[val] eval.heldout_n=1 eval.test=false algo.group_size=2 algo.prompts_per_step=2
 #     policy.tools_base.episodes=16 policy.tools_base.steps=5 policy.cache_dir=/tmp/tc_cache"
 #     ROOT=/tmp/tc_dry bash scripts/turn_credit_sweep.sh   (dry run: the wiring only, a tiny base, no verdict worth reading)
 # The verdict is printed and written to <run dir>/verdict.md; nothing in docs/ is changed.

@@ -248,7 +248,12 @@ def test_a_checkpoint_chosen_on_val_and_shapes_val_pools_their_tasks(tmp_path, c
     assert "checkpoint selection, on val + shapes_val" in (tmp_path / "viewer.html").read_text()
     capsys.readouterr()
     err = one_line_error(capsys, ["train", "+exp=smoke", "eval.val_splits=[val,shapes]", f"hydra.run.dir={tmp_path}/x"])
-    assert "eval.val_splits" in err and "read once" in err and not (tmp_path / "x").exists()
+    assert "eval.val_splits=[val,shapes]" in err and "read once" in err and not (tmp_path / "x").exists()
+    err = one_line_error(capsys, ["train", "+exp=smoke", "eval.val_splits=[shapes_val]", "eval.shapes_val_n=1",
+                                  f"hydra.run.dir={tmp_path}/x"])
+    assert "eval.shapes_val_n must be 0" in err and not (tmp_path / "x").exists()
+    err = one_line_error(capsys, ["train", "+exp=smoke", "steps=2", f"resume={tmp_path}", f"hydra.run.dir={tmp_path}/x"])
+    assert "validated on eval.val_splits=[val,shapes_val]" in err and not (tmp_path / "x").exists()
 
 
 def test_report_without_runs_is_one_line_exit_2(tmp_path, capsys):

@@ -51,8 +51,10 @@ def test_experiment_runs_one_step_and_learns(tmp_path, experiment):
     # that must stay empty; the entropy bonus gives the RL step a gradient should every group tie
     tools = ["eval.heldout_n=1", "eval.shapes_n=1", "eval.test=false", "algo.entropy_coef=0.01",
              "algo.group_size=2", "algo.prompts_per_step=2"]
-    # tools_generated's shapes evaluation (the same path as tools') waits on ~100 serial sandbox gradings
-    extra = {"ablation": ["eval.heldout_n=2"], "tools": tools, "tools_generated": tools + ["eval.shapes_n=0"],
+    # tools_generated's shapes evaluation (the same path as tools') waits on ~100 serial sandbox gradings, and
+    # its validation on shapes_val too (55 tasks: eval.val_splits, tests/test_eval_report.py)
+    extra = {"ablation": ["eval.heldout_n=2"], "tools": tools,
+             "tools_generated": tools + ["eval.shapes_n=0", "eval.val_splits=[val]"],
              "capstone_generated": ["eval.shapes_n=1", "algo.entropy_coef=0.01"]}.get(experiment, [])
     run = _one_step(tmp_path, f"+exp={experiment}", f"policy.cache_dir={tmp_path / 'cache'}", *extra)
     assert (run / "eval.json").is_file() and _changed(run)

@@ -167,6 +167,10 @@ def check_resume(cfg) -> None:
         raise UserError(f"resume={path} has no resume state (kind {meta.get('kind')!r}, weights only): "
                         "start from it with policy.init= instead")
     _check_env("resume", path, meta, cfg)
+    validated = ((meta.get("config") or {}).get("eval") or {}).get("val_splits", ["val"])
+    if list(validated) != list(cfg.eval.val_splits):
+        raise UserError(f"resume={path} was validated on eval.val_splits=[{','.join(validated)}], this run on "
+                        f"[{','.join(cfg.eval.val_splits)}]: resume with eval.val_splits=[{','.join(validated)}]")
     _check_fits("resume", path, cfg, _tokenizer(cfg))
 
 

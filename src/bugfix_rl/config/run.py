@@ -39,7 +39,7 @@ class EvalConfig:
     heldout_seed_offset: int = 100  # held-out generator seed = offset + run seed (arms share it)
     shapes_n: int = 0  # >0: also evaluate the start and the chosen checkpoint on the 50 `shapes` tasks (unseen templates)
     shapes_seed_offset: int = 200  # shapes (and shapes_val) generator seed = offset + run seed (its own: no other stream moves)
-    shapes_val_n: int = 0  # >0: also evaluate the start and the chosen checkpoint on the 50 `shapes_val` tasks (choosing a recipe on new shapes; seed as shapes)
+    shapes_val_n: int = 0  # >0: also evaluate the start and the chosen checkpoint on the 50 `shapes_val` tasks (choosing a recipe on new shapes; seed as shapes; not with shapes_val in val_splits)
 
 
 @dataclass

@@ -147,12 +147,21 @@ def validate(cfg) -> None:
         raise ConfigError("env.guide_old_string needs env=tools and policy=tiny (the word sampler guides the Edit call)")
     if cfg.env.infra_fault_rate > 0 and cfg.env.name != "tools":
         raise ConfigError("env.infra_fault_rate needs env=tools (the edit menu grades in-process, with no sandbox)")
-    splits = list(cfg.eval.val_splits)
-    if not splits or len(set(splits)) < len(splits) or not set(splits) <= set(VALIDATION_SPLITS):
-        raise ConfigError(f"eval.val_splits={splits} must name each of {', '.join(VALIDATION_SPLITS)} at most once, "
-                          f"and one at least (test, heldout and shapes are read once, at the end)")
+    _check_val_splits(cfg.eval)
     if stop.patience and not cfg.eval.ckpt_every:
         raise ConfigError("stop.patience counts checkpoints: set eval.ckpt_every too")
+
+
+def _check_val_splits(eval_cfg) -> None:
+    """eval.val_splits: val and/or shapes_val, none twice; a split chosen on is not scored again at the end."""
+    splits = list(eval_cfg.val_splits)
+    typed = f"eval.val_splits=[{','.join(map(str, splits))}]"
+    if not splits or len(set(splits)) < len(splits) or not set(splits) <= set(VALIDATION_SPLITS):
+        raise ConfigError(f"{typed}: each must be {' or '.join(VALIDATION_SPLITS)}, at least one, none twice "
+                          f"(test, heldout and shapes are read once, at the end)")
+    if "shapes_val" in splits and eval_cfg.shapes_val_n:
+        raise ConfigError(f"{typed} chooses the checkpoint on the shapes_val tasks: eval.shapes_val_n must be 0 "
+                          f"(their score for the chosen checkpoint would be optimistic)")
 
 
 def _validate_rollout(cfg) -> None:

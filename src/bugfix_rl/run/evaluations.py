@@ -1,7 +1,7 @@
 """A policy evaluated on one split during a run: pass@1 with its interval, and decoded transcripts.
 
-Validation at each kept checkpoint (run/lifecycle.py) and the final evaluations (run/final_eval.py)
-call these; each split's episodes come from their own seeded stream.
+Validation at each kept checkpoint (run/lifecycle.py: the tasks of eval.val_splits pooled) and the final
+evaluations (run/final_eval.py) call these; each split's episodes come from their own seeded stream.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def evaluate_split(model, tokenizer, make_env, split: str, n: int, seed: int, te
     return evaluate_tasks(model, tokenizer, make_env, make_tasks(split), n, seed, temperature, episodes)
 
 
-def validation_tasks(splits) -> list:
+def validation_tasks(splits: list[str]) -> list:
     """The tasks that validate a checkpoint (eval.val_splits): each split's tasks in turn, pooled."""
     return [task for split in splits for task in make_tasks(split)]
 

@@ -63,9 +63,8 @@ def keep_checkpoint(step: int, policy, trainer, state: RunState, cfg, run_dir: P
     resume state; `view` (console.TrainConsole) says so."""
     path = run_dir / "checkpoints" / f"step_{step:03d}.safetensors"
     state.checkpoints[step] = path
-    tasks = validation_tasks(cfg.eval.val_splits)
-    view.status(f"validating step {step}: {cfg.eval.n_val} episodes x {len(tasks)} tasks "
-                f"({' + '.join(cfg.eval.val_splits)})")
+    view.status(f"validating step {step}: {cfg.eval.n_val} episodes x {len(validation_tasks(cfg.eval.val_splits))}"
+                f" tasks ({' + '.join(cfg.eval.val_splits)})")
     state.validation[step] = validate_policy(policy, trainer.tokenizer, trainer.make_env, cfg.eval,
                                              cfg.algo.temperature)
     resume_tensors, resume_meta = resume_state(trainer, state)
