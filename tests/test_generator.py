@@ -262,6 +262,23 @@ def test_flat_pairs_put_two_line_minmax_fixes_into_the_pool(sandbox):
         assert all(call.count(",") <= 1 and "(" not in call for call in calls), task.source
 
 
+def test_two_line_minmax_replaces_only_minmax_tasks_by_two_line_fixes(sandbox):
+    """env.generated_two_line_minmax: a share of the pool's minmax tasks replaced after the draw, from a
+    stream of their own: every other task is the one drawn without it, so the switch is measured alone."""
+    from bugfix_rl.gym.generator import fix_spans_two_lines
+
+    plain = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0)
+    mixed = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, two_line_minmax=0.25)
+    assert [_record(t) for t in generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, two_line_minmax=0.25)] \
+        == [_record(t) for t in mixed]
+    replaced = [i for i, (a, b) in enumerate(zip(plain, mixed)) if _record(a) != _record(b)]
+    assert {plain[i].family for i in replaced} == {"minmax"} and len(replaced) == 10  # a quarter of 40
+    new = [mixed[i] for i in replaced]
+    assert all(fix_spans_two_lines(t) and template_id(t) == "minmax/grammar" for t in new)
+    assert len({t.source for t in mixed}) == 200
+    assert_sound(new, sandbox)
+
+
 def test_grammar_generation_is_deterministic_and_off_by_default(sandbox, monkeypatch):
     from bugfix_rl.gym import generator
 

@@ -97,7 +97,18 @@ def test_the_config_refuses_flat_pairs_without_the_grammar():
     validate(cfg)
 
 
-@pytest.mark.parametrize("key", ["generated_reshape", "generated_grammar"])
+def test_the_config_refuses_two_line_minmax_without_generated_tasks():
+    from bugfix_rl.config import ConfigError, TrainConfig, validate
+
+    cfg = TrainConfig()
+    cfg.env.generated_two_line_minmax = 0.25
+    with pytest.raises(ConfigError, match="env.generated_two_line_minmax > 0 needs env.generated_tasks > 0"):
+        validate(cfg)
+    cfg.env.generated_tasks = 10
+    validate(cfg)
+
+
+@pytest.mark.parametrize("key", ["generated_reshape", "generated_grammar", "generated_two_line_minmax"])
 @pytest.mark.parametrize("share", [-0.1, 1.5])
 def test_the_config_refuses_a_share_outside_0_1(share, key):
     from bugfix_rl.config import ConfigError, TrainConfig, validate
