@@ -17,7 +17,7 @@ run: $(STAMP)
 	$(BIN)/bugfix-rl train exp=capstone seed=0
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow

@@ -241,17 +241,30 @@ def _fix_lines(task) -> int:
 
 
 PLAIN_GRAMMAR_POOL = "7ce48aa250daf51b"  # sha256 of the 200 sources of generated_tasks(200, seed=0, grammar=1.0) at a0c2044
+# sha256 of the 200 tasks' records (_record) with each switch on, as first drawn (2026-12-05): the same
+# seed gives the same tasks, in this process or any other
+FLAT_PAIRS_POOL, TWO_LINE_POOL = "95a302acbf517148", "a57985acc161f9de"
 
 
-def test_flat_pairs_put_two_line_minmax_fixes_into_the_pool(sandbox):
+def _digest(tasks) -> str:
+    return hashlib.sha256(repr([_record(t) for t in tasks]).encode()).hexdigest()[:16]
+
+
+@pytest.fixture(scope="module")
+def plain_grammar(sandbox):
+    """generated_tasks(200, seed=0, grammar=1.0): the pool the switches below change."""
+    plain = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0)
+    # +exp=tools_generated's of before the switches (its base, tensor for tensor: make bases)
+    assert hashlib.sha256(repr([t.source for t in plain]).encode()).hexdigest()[:16] == PLAIN_GRAMMAR_POOL
+    return plain
+
+
+def test_flat_pairs_put_two_line_minmax_fixes_into_the_pool(plain_grammar, sandbox):
     """Nested min/max calls make a two-line Edit longer than TinyAgent's turn, so the generator dropped
     nearly every such draw; env.generated_grammar_flat_pairs draws those forms with flat calls."""
-    plain = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0)
-    # off, the pool is +exp=tools_generated's of before the switch (its base, tensor for tensor: make bases)
-    assert hashlib.sha256(repr([t.source for t in plain]).encode()).hexdigest()[:16] == PLAIN_GRAMMAR_POOL
+    plain = plain_grammar
     flat = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, flat_pairs=True)
-    assert [_record(t) for t in generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, flat_pairs=True)] == \
-        [_record(t) for t in flat]
+    assert _digest(flat) == FLAT_PAIRS_POOL
     two_line = [t for t in flat if _fix_lines(t) == 2]
     # seed 0: 8 of the 40 minmax tasks with the switch, 1 without; no other family has one either way
     assert {t.family for t in two_line} == {"minmax"} and len(two_line) >= 6
@@ -262,15 +275,14 @@ def test_flat_pairs_put_two_line_minmax_fixes_into_the_pool(sandbox):
         assert all(call.count(",") <= 1 and "(" not in call for call in calls), task.source
 
 
-def test_two_line_minmax_replaces_only_minmax_tasks_by_two_line_fixes(sandbox):
+def test_two_line_minmax_replaces_only_minmax_tasks_by_two_line_fixes(plain_grammar, sandbox):
     """env.generated_two_line_minmax: a share of the pool's minmax tasks replaced after the draw, from a
     stream of their own: every other task is the one drawn without it, so the switch is measured alone."""
     from bugfix_rl.gym.generator import fix_spans_two_lines
 
-    plain = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0)
+    plain = plain_grammar
     mixed = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, two_line_minmax=0.25)
-    assert [_record(t) for t in generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, two_line_minmax=0.25)] \
-        == [_record(t) for t in mixed]
+    assert _digest(mixed) == TWO_LINE_POOL
     replaced = [i for i, (a, b) in enumerate(zip(plain, mixed)) if _record(a) != _record(b)]
     assert {plain[i].family for i in replaced} == {"minmax"} and len(replaced) == 10  # a quarter of 40
     new = [mixed[i] for i in replaced]

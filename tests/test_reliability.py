@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-from scipy.stats import binom
 
 from bugfix_rl.evaluate.reliability import (evaluation_noise_floor, flip_rate, pass_hat_k, reliability_line,
                                             reliability_summary, run_noise_floor)
@@ -35,6 +34,8 @@ def test_flip_rate_by_hand():
 def test_both_estimators_are_unbiased_at_every_n(n, p):
     """E over c ~ Binomial(n, p) of the estimate equals p^k and 2 p (1 - p) exactly (the plug-ins do not)."""
     c = torch.arange(n + 1)
+    from scipy.stats import binom  # in the test: scipy.stats takes ~1 s to import in every xdist worker
+
     weights = torch.tensor(binom.pmf(c.numpy(), n, p), dtype=torch.float64)
     for k in range(1, n + 1):
         assert float((weights * pass_hat_k(n, c, k)).sum()) == pytest.approx(p ** k, abs=1e-12)

@@ -83,7 +83,6 @@ def test_reshaped_draws_are_sound_deterministic_and_never_a_reserved_form(sandbo
         return body_form(ast.parse(task.source).body[0].body)
 
     assert sum(form(t) not in {form(p) for p in plain} for t in tasks) >= 30  # most draws: a form no template has
-    assert [t.source for t in generated_tasks(200, seed=5, sandbox=sandbox, reshape=0.0)] == [t.source for t in plain]
 
 
 def test_the_config_refuses_flat_pairs_without_the_grammar():

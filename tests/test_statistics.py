@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 from in_process import cli_result
-from scipy.stats import t as student_t
 
 from bugfix_rl.config import ComputeBudget, PlanConfig, StopConfig
 from bugfix_rl.evaluate.coverage import GymModel, coverage_table, one_run_cell, population_mean
@@ -57,6 +56,8 @@ def test_paired_interval_is_the_hull_of_t_and_mover():
     b = torch.tensor([0.25, 0.0, 0.5, 0.5, 0.0], dtype=torch.float64)
     diff, lo, hi = paired_task_interval(a, b)
     d = a - b  # [0.75, 0.5, 0.25, 0.5, 0.25]: mean 0.45, sd 0.2092
+    from scipy.stats import t as student_t  # in the test: scipy.stats takes ~1 s to import in every xdist worker
+
     t_half = student_t.ppf(0.975, 4) * float(d.std()) / math.sqrt(5)
     (la, ua), (lb, ub) = wilson_by_hand(0.7, 5), wilson_by_hand(0.25, 5)
     rho = float(torch.corrcoef(torch.stack([a, b]))[0, 1])
@@ -79,6 +80,8 @@ def test_arm_difference_by_hand():
     task = d.var() / 3
     variance = float(seed_a + seed_b + task)
     df = variance**2 / (float(seed_a) ** 2 / 2 + float(seed_b) ** 2 / 1 + float(task) ** 2 / 2)
+    from scipy.stats import t as student_t
+
     half = student_t.ppf(0.975, df) * math.sqrt(variance)
     assert float(result.diff) == pytest.approx(float(d.mean()))
     assert float(result.se) == pytest.approx(math.sqrt(variance)) and float(result.df) == pytest.approx(df)
