@@ -73,10 +73,25 @@ DDP_CASES = [(8, AlgoConfig(minibatches=2)), (7, AlgoConfig(micro_batch_size=2, 
              (2, AlgoConfig(minibatches=2)), (8, AlgoConfig(tis_cap=2.0))]
 
 
-def test_a_ddp_step_of_tiny_agent_on_2_ranks_equals_the_1_process_step(tmp_path):
+def _both_ranks(rank: int, model_dir: str, ddp_out: str, fsdp_out: str) -> None:
+    """One 2-rank process group for both strategies' cases (a spawn starts two interpreters: ~3 s)."""
+    _ddp_rank(rank, DDP_CASES, ddp_out)
+    _fsdp_rank(rank, model_dir, FSDP_CASES, fsdp_out)
+
+
+@pytest.fixture(scope="module")
+def two_rank_steps(tiny_qwen_dir, tmp_path_factory) -> dict[str, str]:
+    """The DDP cases on TinyAgent and the FSDP2 cases on the tiny Qwen3, each stepped on 2 ranks: where
+    rank 0 saved each case's parameters (`<path>.<case index>`)."""
+    folder = tmp_path_factory.mktemp("ranks")
+    out = {"ddp": str(folder / "ddp.safetensors"), "fsdp": str(folder / "fsdp.safetensors")}
+    distributed.spawn(_both_ranks, 2, (str(tiny_qwen_dir), out["ddp"], out["fsdp"]), backend="gloo")
+    return out
+
+
+def test_a_ddp_step_of_tiny_agent_on_2_ranks_equals_the_1_process_step(two_rank_steps):
     torch.set_num_threads(1)
-    out = str(tmp_path / "rank0.safetensors")
-    distributed.spawn(_ddp_rank, 2, (DDP_CASES, out), backend="gloo")
+    out = two_rank_steps["ddp"]
     for index, (rows, algo) in enumerate(DDP_CASES):
         model, batch = tiny_agent_case(rows)
         before = copy.deepcopy(model.state_dict())
@@ -135,10 +150,9 @@ def _fsdp_rank(rank: int, model_dir: str, cases: list, out: str) -> None:
                       metadata={"entropy": str(metrics["entropy"])})
 
 
-def test_an_fsdp2_step_of_the_tiny_qwen3_on_2_ranks_equals_the_1_process_step(tiny_qwen_dir, tmp_path):
+def test_an_fsdp2_step_of_the_tiny_qwen3_on_2_ranks_equals_the_1_process_step(tiny_qwen_dir, two_rank_steps):
     torch.set_num_threads(1)
-    out = str(tmp_path / "rank0.safetensors")
-    distributed.spawn(_fsdp_rank, 2, (str(tiny_qwen_dir), FSDP_CASES, out), backend="gloo")
+    out = two_rank_steps["fsdp"]
     for index, algo in enumerate(FSDP_CASES):
         policy, batch = qwen_case(str(tiny_qwen_dir))
         before = {k: v.clone() for k, v in policy.state_dict().items()}

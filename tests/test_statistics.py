@@ -4,9 +4,6 @@ printed intervals and their coverage, `bugfix-rl plan`, McNemar, pass@k curves a
 
 import json
 import math
-import os
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -291,16 +288,15 @@ def test_plan_compute_prints_question_19s_lines():
     assert lines[-1].startswith("with the inference fleet busy 25% of the time: generation 5.05, step 7.78, run 2,335")
 
 
-def test_starts_compares_starting_policies(tmp_path):
+def test_starts_compares_starting_policies(tmp_path, monkeypatch):
     """`bugfix-rl starts` on scratch (no RL base build needed): it almost never succeeds, so almost no
     group carries a gradient, and its entropy is near log(vocabulary size), a uniform policy's."""
     from bugfix_rl.config import TrainConfig
     from bugfix_rl.policy.build import build_tokenizer_for
 
-    script = str(Path(sys.executable).with_name("bugfix-rl"))
-    result = subprocess.run([script, "starts", "starts.policies=[scratch]", "starts.n=8", "starts.group_size=2",
-                             "threads=1", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=600,
-                            cwd=ROOT, env={**os.environ, "COLUMNS": "200"})
+    monkeypatch.setenv("COLUMNS", "200")
+    result = cli_result("starts", "starts.policies=[scratch]", "starts.n=8", "starts.group_size=2", "threads=1",
+                        f"hydra.run.dir={tmp_path}", cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     row = next(line for line in result.stdout.splitlines() if line.startswith("│ scratch"))
     cells = [c.strip() for c in row.strip("│").split("│")]
@@ -311,8 +307,7 @@ def test_starts_compares_starting_policies(tmp_path):
     assert float(cells[1].split()[0]) <= 0.05 and float(cells[3]) <= 0.05 and float(cells[5]) <= 0.1
     vocab = len(build_tokenizer_for(TrainConfig()).words)
     assert 0.8 * math.log(vocab) < float(cells[4]) <= math.log(vocab) + 1e-6
-    bad = subprocess.run([script, "starts", "starts.policies=[nope]", f"hydra.run.dir={tmp_path}"],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    bad = cli_result("starts", "starts.policies=[nope]", f"hydra.run.dir={tmp_path}", cwd=ROOT)
     assert bad.returncode == 2 and "neither rl_base, sft, scratch nor a checkpoint file" in bad.stderr
 
 
