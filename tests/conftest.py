@@ -52,6 +52,7 @@ def pytest_configure(config):
     import sys
 
     config._rl_base_prebuild = subprocess.Popen([sys.executable, "-c", PREBUILD], stdout=subprocess.DEVNULL)
+    os.environ["BUGFIX_RL_TESTS_HEAVY_FIRST"] = "0"  # the workers (started after this) keep the usual order
 
 
 # The files whose tests take longest in all (summed durations of `make test` on a 2-core EPYC,
@@ -65,7 +66,10 @@ HEAVY_FIRST = ("test_first_hour.py", "test_experiments.py", "test_rollout_worker
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Heavy files first (HEAVY_FIRST), each file's tests kept in their order."""
+    """Heavy files first (HEAVY_FIRST), each file's tests kept in their order; not while the RL base is
+    being built in the background (pytest_configure): the heavy files that need it would wait first."""
+    if os.environ.get("BUGFIX_RL_TESTS_HEAVY_FIRST") == "0":
+        return
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files and tests keep their order
 

@@ -357,7 +357,7 @@ def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, 
                 if draws[index] > MAX_DRAWS:  # a template none of whose draws is sound (an env change?)
                     also = f" or the {choices[0].family} grammar" if grammar_share > 0 else ""
                     raise RuntimeError(f"no sound task from {[t.id for t in choices]}{also} in {MAX_DRAWS} draws; "
-                                       f"last problem: {last_problem[index] or 'none passed _draw'}")
+                                       f"last problem: {last_problem[index] or 'none passed _draw (and keep)'}")
                 grammar = grammar_share > 0 and rng.random() < grammar_share  # no draw at 0: pools as before
                 template = grammar_template(choices[0].family, rng, flat_pairs) if grammar else rng.choice(choices)
                 task = _draw(template, rng, split, reshape_share)
@@ -384,9 +384,10 @@ def generated_tasks(n: int, seed: int = 0, sandbox=None, reshape: float = 0.0, g
 
 
 def fix_spans_two_lines(task: Task) -> bool:
-    """Whether the oracle's Edit of `task` (the fix op's change, as whole lines) replaces two lines."""
-    old, _ = line_edit(task.source, ops.apply_op(task, task.source, task.fix_op))
-    return old.count("\n") == 1
+    """Whether the fix spans two lines: the oracle's Edit of `task` (the fix op's change as whole lines,
+    widened as the oracle widens a line that is not unique) replaces two lines."""
+    fixed = ops.apply_op(task, task.source, task.fix_op)
+    return fixed is not None and line_edit(task.source, fixed)[0].count("\n") == 1
 
 
 def _with_two_line_minmax(tasks: list[Task], share: float, seed: int, sandbox, reshape_share: float) -> list[Task]:
