@@ -42,7 +42,7 @@ Tests are chosen by differential testing over ~60 drawn inputs (ties between arg
 and the template's constants drawn often): expected values are the correct function's (trusted code,
 run in-process as the edit menu runs it); 3 public tests, at least one failing on the bug; 6 hidden
 tests on other inputs, at least one failing on the bug, one on which each other op that applies
-fails, and, with a default argument, calls that omit it.
+fails, and, with a default argument, calls that omit it (gym/differential_tests.py).
 
 Each candidate is then checked (gym/task_checks.py, the rules the book's tasks pass) and redrawn
 when it breaks one; it is also redrawn when its source equals a book task's or an earlier draw's,
@@ -67,17 +67,17 @@ from functools import cache
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.agents.scripted_tools import line_edit
 from bugfix_rl.gym.body_lines import body_line_shapes
+from bugfix_rl.gym.differential_tests import KINDS, choose_tests, draw_inputs
 from bugfix_rl.gym.edit_menu import RENAME_POOL
 from bugfix_rl.gym.grammar import grammar_template
 from bugfix_rl.gym.reshape import body_form, reshape
 from bugfix_rl.gym.shape_variants import _blanked, unseen_heldout_line_shapes
 from bugfix_rl.gym.task_checks import task_problems
-from bugfix_rl.gym.tasks import ALL_TASKS, FAMILIES, FAMILY_OP, FIX_OPS, OPERAND_POOL, Task, make_tasks, operand_names
+from bugfix_rl.gym.tasks import ALL_TASKS, FAMILIES, OPERAND_POOL, Task, make_tasks, operand_names
 from bugfix_rl.gym.templates import HELD_OUT_TEMPLATES, INT_KINDS, SPLIT_TEMPLATES, TRAINING_TEMPLATES, Template
 from bugfix_rl.sandbox import Sandbox, SandboxConfig
 
 SHAPES_SEED = 0
-PUBLIC_TESTS, HIDDEN_TESTS, CANDIDATE_INPUTS = 3, 6, 60
 MAX_DRAWS = 200  # candidates per task before generation gives up (about 1.03 are drawn per task)
 _NUMBER = re.compile(r"\b\d+\b")
 _HELDOUT_ONLY_NUMBERS = ({n for t in make_tasks("heldout") for n in _NUMBER.findall(t.source)}
@@ -88,14 +88,6 @@ NAMES = tuple(name for name in OPERAND_POOL if name not in _HELDOUT_NAMES)
 DOCSTRINGS = ("Return the answer.", "Compute the answer from the inputs.", "Work out the value asked for.")
 _PLACEHOLDERS = ("A", "B", "C", "P", "Q", "I", "R")
 _BOOK_SOURCES = {task.source for task in ALL_TASKS}
-
-KINDS = {  # argument kinds: a draw, and edge values the tests should see
-    "int": (lambda rng: rng.randint(-4, 12), (0, 1)),
-    "nat": (lambda rng: rng.randint(0, 9), (0, 1)),
-    "small": (lambda rng: rng.randint(0, 7), (0, 1)),
-    "list": (lambda rng: [rng.randint(-3, 9) for _ in range(rng.randint(0, 4))], ([], [0])),
-    "nelist": (lambda rng: [rng.randint(-3, 9) for _ in range(rng.randint(1, 4))], ([0], [5, 5])),
-}
 
 
 def template_id(task: Task) -> str:
@@ -217,83 +209,6 @@ def _build(template: Template, rng: random.Random, reshape_share: float = 0.0):
     return fn_name, _source(function), _source(buggy), kinds, len(defaults), tuple(constants.values()), reserved_form
 
 
-# ---------------------------------------------------------------- tests by differential testing
-
-def _draw_inputs(rng: random.Random, kinds: list[str], constants: tuple[int, ...], n_default: int) -> list[tuple]:
-    """Distinct argument tuples, edge-heavy; with a default argument some leave it out."""
-    ints = [i for i, kind in enumerate(kinds) if kind in INT_KINDS]
-    seen, inputs = set(), []
-    for _ in range(CANDIDATE_INPUTS):
-        args = [KINDS[kind][0](rng) for kind in kinds]
-        roll = rng.random()
-        if roll < 0.35 and len(ints) >= 2:  # a tie, up to a constant or a third argument
-            i, j, *k = rng.sample(ints, min(3, len(ints)))
-            args[j] = args[i] + (args[k[0]] if k and rng.random() < 0.3 else rng.choice((0, 0, 1) + constants) *
-                                 rng.choice((1, -1)))
-            args[j] = args[j] if kinds[j] == "int" else max(0, args[j])  # a loop counts nat and small down
-        elif roll < 0.5:
-            i = rng.randrange(len(kinds))
-            args[i] = copy.deepcopy(rng.choice(KINDS[kinds[i]][1]))
-        elif roll < 0.7 and ints:
-            args[rng.choice(ints)] = rng.choice(constants) + rng.choice((-1, 0, 0, 1))  # >= 1: CONSTANTS >= 2
-        if n_default and rng.random() < 0.3:
-            args = args[:-n_default]
-        if repr(args) not in seen:
-            seen.add(repr(args))
-            inputs.append(tuple(args))
-    return inputs
-
-
-def _outputs(source: str, fn_name: str, inputs: list[tuple]) -> list:
-    return ops.run_cases(source, fn_name, tuple((args, None) for args in inputs))
-
-
-def _differs(output, expected) -> bool:
-    return output is ops._ERROR or type(output) is not type(expected) or output != expected
-
-
-def _choose_tests(rng: random.Random, family: str, fn_name: str, correct: str, buggy: str, inputs: list[tuple],
-                  arity: int):
-    """(public, hidden) cases, or None when the inputs cannot make a sound task (module doc)."""
-    expected = _outputs(correct, fn_name, inputs)
-    cases = [(args, out) for args, out in zip(inputs, expected) if out is not ops._ERROR]
-    if len({repr(out) for _, out in cases}) < 2:
-        return None  # a constant function
-    inputs = [args for args, _ in cases]
-    wrong = [_outputs(buggy, fn_name, inputs)]  # the bug's outputs, then each other op's that applies
-    for op in FIX_OPS:
-        edited = getattr(ops, op)(buggy)
-        if op != FAMILY_OP[family] and edited is not None:
-            wrong.append(_outputs(edited, fn_name, inputs))
-    fails = [[_differs(out, want) for out, (_, want) in zip(outputs, cases)] for outputs in wrong]
-    full = [i for i, (args, _) in enumerate(cases) if len(args) == arity]
-    bug_full = [i for i in full if fails[0][i]]
-    if len(bug_full) < 1 or len(full) < PUBLIC_TESTS:
-        return None
-    n_failing = min(rng.choice((1, 1, 2)), len(bug_full))
-    public = rng.sample(bug_full, n_failing)
-    passing = [i for i in full if not fails[0][i]]
-    public += rng.sample(passing, min(PUBLIC_TESTS - n_failing, len(passing)))
-    public += rng.sample([i for i in full if i not in public], PUBLIC_TESTS - len(public))
-    rest = [i for i in range(len(cases)) if i not in public]
-    hidden = []
-    for failing in fails:  # the bug, then each other op that applies: a hidden case it fails
-        witnesses = [i for i in rest if failing[i]]
-        if not witnesses:
-            return None
-        if not any(i in hidden for i in witnesses):
-            hidden.append(rng.choice(witnesses))
-    if len(hidden) > HIDDEN_TESTS:
-        return None
-    shorter = [i for i in rest if len(cases[i][0]) < arity and i not in hidden]
-    if shorter:
-        hidden.append(rng.choice(shorter))
-    others = [i for i in rest if i not in hidden]
-    hidden += rng.sample(others, min(HIDDEN_TESTS - len(hidden), len(others)))
-    rng.shuffle(hidden)
-    return tuple(cases[i] for i in public), tuple(cases[i] for i in hidden)
-
-
 # ---------------------------------------------------------------- drawing and checking
 
 @cache
@@ -320,8 +235,8 @@ def _draw(template: Template, rng: random.Random, split: str, reshape_share: flo
     fn_name, correct, buggy, kinds, n_default, constants, reserved_form = _build(template, rng, reshape_share)
     if reserved_form:
         return None
-    tests = _choose_tests(rng, template.family, fn_name, correct, buggy,
-                          _draw_inputs(rng, kinds, constants, n_default), len(kinds))
+    tests = choose_tests(rng, template.family, fn_name, correct, buggy,
+                         draw_inputs(rng, kinds, constants, n_default), len(kinds))
     if tests is None or buggy in _BOOK_SOURCES:
         return None
     digest = hashlib.sha256(repr((buggy, tests)).encode()).hexdigest()[:8]

@@ -41,7 +41,7 @@ INT_KINDS = ("int", "nat", "small")  # kinds of one integer (ties and constants 
 @dataclass(frozen=True)
 class Template:
     """One body form. id: 'family/form'; params: (placeholder, kind) in def order, kinds of
-    generator.KINDS; body: the correct body; terms: choices for TERM; divisor: the zero family's
+    differential_tests.KINDS; body: the correct body; terms: choices for TERM; divisor: the zero family's
     divisor parameter (its guard is added to the correct body); reserved: held out by shape; validation:
     a reserved template of the `shapes_val` split rather than the `shapes` one."""
 
