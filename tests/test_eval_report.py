@@ -242,6 +242,11 @@ def test_a_checkpoint_chosen_on_val_and_shapes_val_pools_their_tasks(tmp_path, c
     names = [t.name for t in make_tasks("val") + make_tasks("shapes_val")]
     for summary in result["validation"].values():
         assert summary["tasks"] == 55 and summary["tasks_names"] == names and summary["n"] == 1
+        by_split = summary["by_split"]  # each split's own rate: the pooled one is their task-weighted mean
+        assert [(s, r["tasks"]) for s, r in by_split.items()] == [("val", 5), ("shapes_val", 50)]
+        pooled = (5 * by_split["val"]["pass_at_1"] + 50 * by_split["shapes_val"]["pass_at_1"]) / 55
+        assert pooled == pytest.approx(summary["pass_at_1"])
+        assert all(r["ci"][0] <= r["pass_at_1"] <= r["ci"][1] for r in by_split.values())
     best = max(v["pass_at_1"] for v in result["validation"].values())
     assert result["validation"][str(result["chosen_step"])]["pass_at_1"] == best
     assert "best validation pass@1 on val + shapes_val" in (tmp_path / "summary.md").read_text()

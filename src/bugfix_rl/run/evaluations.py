@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from bugfix_rl.evaluate.episodes import transcript
 from bugfix_rl.evaluate.evaluate import behaviour_stats, infra_failed, sample_trajectories, success_counts
+from bugfix_rl.evaluate.intervals import task_mean_interval
 from bugfix_rl.evaluate.stats import pass_rate_summary
 from bugfix_rl.gym.tasks import make_tasks
 
@@ -27,9 +30,25 @@ def validation_tasks(splits: list[str]) -> list:
 
 def validate_policy(model, tokenizer, make_env, eval_cfg, temperature: float) -> dict:
     """pass@1 with its interval on the validation tasks (eval.val_splits pooled, eval.n_val episodes
-    each, the eval.val_seed stream): the score a kept checkpoint is chosen by."""
-    return evaluate_tasks(model, tokenizer, make_env, validation_tasks(eval_cfg.val_splits), eval_cfg.n_val,
-                          eval_cfg.val_seed, temperature)
+    each, the eval.val_seed stream): the score a kept checkpoint is chosen by; with two splits, also
+    each one's (`by_split`)."""
+    summary = evaluate_tasks(model, tokenizer, make_env, validation_tasks(eval_cfg.val_splits), eval_cfg.n_val,
+                             eval_cfg.val_seed, temperature)
+    if len(eval_cfg.val_splits) > 1:
+        summary["by_split"] = split_rates(summary["per_task"], summary["n"], eval_cfg.val_splits)
+    return summary
+
+
+def split_rates(per_task: list[int], n: int, splits: list[str]) -> dict:
+    """split -> {pass_at_1, ci (over its tasks), tasks}, from pooled per-task success counts of n episodes,
+    the tasks in validation_tasks(splits)' order."""
+    rates, start = {}, 0
+    for split in splits:
+        size = len(make_tasks(split))
+        mean, lo, hi = task_mean_interval(torch.tensor(per_task[start:start + size], dtype=torch.float64) / n)
+        rates[split] = {"pass_at_1": float(mean), "ci": [float(lo), float(hi)], "tasks": size}
+        start += size
+    return rates
 
 
 def evaluate_tasks(model, tokenizer, make_env, tasks: list, n: int, seed: int, temperature: float,
