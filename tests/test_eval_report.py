@@ -249,7 +249,8 @@ def test_a_checkpoint_chosen_on_val_and_shapes_val_pools_their_tasks(tmp_path, c
         assert all(r["ci"][0] <= r["pass_at_1"] <= r["ci"][1] for r in by_split.values())
     best = max(v["pass_at_1"] for v in result["validation"].values())
     assert result["validation"][str(result["chosen_step"])]["pass_at_1"] == best
-    assert "best validation pass@1 on val + shapes_val" in (tmp_path / "summary.md").read_text()
+    summary_md = (tmp_path / "summary.md").read_text()
+    assert "best validation pass@1 on val + shapes_val" in summary_md and "; shapes_val " in summary_md
     assert "checkpoint selection, on val + shapes_val" in (tmp_path / "viewer.html").read_text()
     capsys.readouterr()
     err = one_line_error(capsys, ["train", "+exp=smoke", "eval.val_splits=[val,shapes]", f"hydra.run.dir={tmp_path}/x"])

@@ -11,7 +11,8 @@ from rich.progress import Progress
 from rich.table import Table
 
 from bugfix_rl.present.dashboard import ASYNC_KEYS, CONSOLE_KEYS
-from bugfix_rl.present.report_run import SPLIT_LABELS, chosen_on, gain_kept_lines, pass_at_text, start_chosen_lines
+from bugfix_rl.present.report_run import (SPLIT_LABELS, chosen_on, gain_kept_lines, pass_at_text, split_rates_text,
+                                          start_chosen_lines)
 from bugfix_rl.present.terminal import output_console
 from bugfix_rl.progress import bar_columns
 
@@ -84,10 +85,8 @@ class TrainConsole:
 
     def checkpoint(self, step: int, val: dict) -> None:
         lo, hi = val["ci"]
-        by_split = "".join(f"; {split} {rate['pass_at_1']:.3f} [{rate['ci'][0]:.3f}, {rate['ci'][1]:.3f}] of "
-                           f"{rate['tasks']}" for split, rate in val.get("by_split", {}).items())  # eval.val_splits
         self.print(f"[cyan]checkpoint {step:3d}[/cyan] validation pass@1 {val['pass_at_1']:.3f} [{lo:.3f}, {hi:.3f}]"
-                   f" ({val['tasks']} tasks x {val['n']} episodes{by_split}) per task {val['per_task']}")
+                   f" ({val['tasks']} tasks x {val['n']} episodes{split_rates_text(val)}) per task {val['per_task']}")
 
     def final(self, result: dict) -> None:
         self.print(f"chosen checkpoint: step {result['chosen_step']} (best validation on {chosen_on(result)}, ties -> earliest)")

@@ -13,6 +13,12 @@ def _rate(summary: dict) -> str:
     return f"{summary['pass_at_1']:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+def split_rates_text(summary: dict) -> str:
+    """A validation's rate per split (eval.val_splits with two: `by_split`), as '; val 0.950 [0.6, 1.0] of
+    5; shapes_val ...'; '' for one split."""
+    return "".join(f"; {split} {_rate(rate)} of {rate['tasks']}" for split, rate in summary.get("by_split", {}).items())
+
+
 def pass_at_text(summary: dict, k: int) -> str:
     """pass@k of a pass_rate_summary, or why there is none: it needs k <= n episodes per task."""
     value = summary.get(f"pass_at_{k}")
@@ -27,7 +33,7 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
              "![dashboard](dashboard.png)", "", f"## Validation (checkpoint selection, on {chosen_on(result)})", "",
              "| step | pass@1 [95% CI over tasks, Wilson] | per task |", "|---|---|---|"]
     for step, v in result["validation"].items():
-        lines.append(f"| {step} | {_rate(v)} | {v['per_task']} (of {v['n']}) |")
+        lines.append(f"| {step} | {_rate(v)}{split_rates_text(v)} | {v['per_task']} (of {v['n']}) |")
     lines += ["", f"Chosen checkpoint: step {result['chosen_step']} (best validation pass@1 on {chosen_on(result)}, ties -> earliest).", ""]
     stop = result.get("stop") or {}
     if stop.get("stopped_at"):

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from bugfix_rl.evaluate.episodes import decode_ids, token_runs
 from bugfix_rl.evaluate.reliability import reliability_line
-from bugfix_rl.present.report_run import SHAPE_SPLIT_TITLES, chosen_on, gain_kept_lines
+from bugfix_rl.present.report_run import SHAPE_SPLIT_TITLES, chosen_on, gain_kept_lines, split_rates_text
 
 EPISODES_PER_KIND = 2  # successes and failures shown per task and policy
 
@@ -143,7 +143,8 @@ def run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) 
     out.append(f"<h2>Validation (checkpoint selection, on {_e(chosen_on(result))})</h2><table id='validation'><tr><th>step</th><th>pass@1"
                " [95% CI]</th><th>per task (of n)</th></tr>")
     for step, v in result["validation"].items():
-        out.append(f"<tr><td>{_e(step)}</td><td>{_rate(v)}</td><td>{_e(v['per_task'])} of {v['n']}</td></tr>")
+        out.append(f"<tr><td>{_e(step)}</td><td>{_rate(v)}{_e(split_rates_text(v))}</td><td>{_e(v['per_task'])} of"
+                   f" {v['n']}</td></tr>")
     out.append("</table>")
     if "test" in result:
         test = result["test"]
