@@ -250,8 +250,11 @@ def test_a_checkpoint_chosen_on_val_and_shapes_val_pools_their_tasks(tmp_path, c
     best = max(v["pass_at_1"] for v in result["validation"].values())
     assert result["validation"][str(result["chosen_step"])]["pass_at_1"] == best
     summary_md = (tmp_path / "summary.md").read_text()
-    assert "best validation pass@1 on val + shapes_val" in summary_md and "; shapes_val " in summary_md
-    assert "checkpoint selection, on val + shapes_val" in (tmp_path / "viewer.html").read_text()
+    rate = result["validation"]["0"]["by_split"]["shapes_val"]
+    shapes_val_text = f"; shapes_val {rate['pass_at_1']:.3f} [{rate['ci'][0]:.3f}, {rate['ci'][1]:.3f}] on 50 tasks"
+    assert "best validation pass@1 on val + shapes_val" in summary_md and shapes_val_text in summary_md
+    page = (tmp_path / "viewer.html").read_text()
+    assert "checkpoint selection, on val + shapes_val" in page and shapes_val_text in page
     capsys.readouterr()
     err = one_line_error(capsys, ["train", "+exp=smoke", "eval.val_splits=[val,shapes]", f"hydra.run.dir={tmp_path}/x"])
     assert "eval.val_splits=[val,shapes]" in err and "read once" in err and not (tmp_path / "x").exists()

@@ -14,9 +14,9 @@ def _rate(summary: dict) -> str:
 
 
 def split_rates_text(summary: dict) -> str:
-    """A validation's rate per split (eval.val_splits with two: `by_split`), as '; val 0.950 [0.6, 1.0] of
-    5; shapes_val ...'; '' for one split."""
-    return "".join(f"; {split} {_rate(rate)} of {rate['tasks']}" for split, rate in summary.get("by_split", {}).items())
+    """A validation's rate per split (eval.val_splits with two: `by_split`), as '; val 0.950 [0.600, 1.000]
+    on 5 tasks; shapes_val ...'; '' for one split."""
+    return "".join(f"; {split} {_rate(rate)} on {rate['tasks']} tasks" for split, rate in summary.get("by_split", {}).items())
 
 
 def pass_at_text(summary: dict, k: int) -> str:
