@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/shapes_ceiling.py [--exp tools_generated] [--seed 0] [--steps 60] [--out FILE]
                                                [--base training|reserved] [--set KEY=VALUE ...]
+                                               [--read-at STEP ...]
 
 Two arms from the same RL base, seed and recipe, one after the other in this process:
 
@@ -12,7 +13,7 @@ Two arms from the same RL base, seed and recipe, one after the other in this pro
   is dropped, so the two share templates, not tasks.
 
 Each arm's policy is evaluated on the `shapes` split (50 tasks x eval.shapes_n) at step 0, half way and
-at the end, and on the held-out split at the end; then the paired interval over the shapes tasks,
+at the end (and at each --read-at step), and on the held-out split at the end; then the paired interval over the shapes tasks,
 reserved - training, at the end. No checkpoint selection: both arms are read at the same steps.
 `--split shapes_val` reads the `shapes_val` split in its place (the JSON's "shapes" readings are then
 that split's, and its "split" says so): a recipe for new shapes is chosen there, and the `shapes` split
@@ -158,7 +159,8 @@ def widened_base(cfg, tokenizer, share: float, most_lines: int = 1):
     return model
 
 
-def run_arm(cfg, base, tokenizer, make_env, tasks, label: str, split: str = "shapes") -> dict:
+def run_arm(cfg, base, tokenizer, make_env, tasks, label: str, split: str = "shapes",
+            read_at: tuple[int, ...] = ()) -> dict:
     model = copy.deepcopy(base)
     torch.manual_seed(cfg.seed)
     trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(cfg.seed), reference=base,
@@ -168,7 +170,7 @@ def run_arm(cfg, base, tokenizer, make_env, tasks, label: str, split: str = "sha
     halfway = cfg.steps // 2
     try:
         for step in range(cfg.steps + 1):
-            if step in (0, halfway, cfg.steps):
+            if step in (0, halfway, cfg.steps, *read_at):
                 result = evaluate_split(trainer.model, tokenizer, make_env, split, cfg.eval.shapes_n, shapes_seed,
                                         temperature)
                 readings[step] = result
@@ -216,6 +218,8 @@ def main() -> None:
     parser.add_argument("--split", choices=("shapes", "shapes_val"), default="shapes",
                         help="the split read at step 0, half way and the end (shapes_val: to choose a recipe "
                              "without reading the shapes split)")
+    parser.add_argument("--read-at", type=int, nargs="+", default=[], metavar="STEP",
+                        help="read the split at these steps too (beside step 0, half way and the end)")
     parser.add_argument("--out", type=Path, help="write the readings as JSON here")
     args = parser.parse_args()
     if args.widen_edits and args.base == "reserved":
@@ -231,6 +235,8 @@ def main() -> None:
         parser.error(str(err))
     if args.steps:
         cfg.steps = args.steps
+    if any(not 0 < step < cfg.steps for step in args.read_at):
+        parser.error(f"--read-at takes steps between 0 and the run's last ({cfg.steps})")
     if cfg.env.generated_tasks <= 0:
         raise SystemExit(f"+exp={args.exp} trains on no generated tasks: the reserved arm would have none to swap")
     set_torch_threads(cfg.threads)
@@ -257,7 +263,8 @@ def main() -> None:
         print(f"+exp={args.exp} {' '.join(args.set)} seed {cfg.seed}, {cfg.steps} steps, base from the {args.base} pool"
               f"{widened}; pools: "
               + ", ".join(f"{label} {len(pool)} tasks" for label, pool in pools.items()), flush=True)
-        arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label, args.split) for label, pool in pools.items()}
+        arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label, args.split,
+                                       tuple(args.read_at)) for label, pool in pools.items()}
     finally:
         close_env()
     final = {label: arm["shapes"][cfg.steps] for label, arm in arms.items()}
