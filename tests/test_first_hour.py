@@ -402,7 +402,8 @@ def test_make_runs_command_in_a_terminal_shows_progress_and_ends_with_the_run_di
     seen, pane = _run_in_tmux(socket, command, timeout=600, poll=0.5, keep=lambda pane: "━" in pane and "train" in pane)
     assert seen, "no training bar was ever on screen"
     _no_row_on_a_bar_line(seen + [pane])
-    assert re.search(r"train\s.*━.*\d+/10.*reward \d\.\d{3}", "\n".join(seen)), seen[-1]  # the bar, its count, status
+    # the bar, its count and its status: the step's reward, or the checkpoint's validation while it runs
+    assert re.search(r"train\s.*━.*\d+/10.*(reward|validation pass@1) \d\.\d{3}", "\n".join(seen)), seen[-1]
     assert len(re.findall(r"^step +\d+ \|", pane, re.M)) == 10, pane  # every row stays on screen
     lines = [line.rstrip() for line in pane.splitlines() if line.strip()]
     assert lines[-1] == "exit=0", pane
