@@ -8,14 +8,15 @@ read at their steps (`shapes`, or `shapes_val` with --split; all files must have
 the last step, and for the held-out split: each seed's pass@1, the arm's mean, and a - b with the
 seed-aware interval over the tasks (evaluate/intervals.arm_difference: seeds need not be paired).
 `--a-step` / `--b-step` read an arm's split at another step it was read at (shapes_ceiling.py reads step 0,
-half way and the end); the held-out split is read at the end only, so it is left out then.
+half way, the end and each --read-at step); the held-out split is read at the end only, so it is left out
+then.
 
-Beside each difference, the same interval over templates: each template's tasks averaged into one unit
-(a task's name is its template's, then a hash), so the interval asks what a new template would show rather
-than a new task of these templates. Tasks of one template share the fix an arm teaches or misses, so when
-an arm moves some templates and not others the interval over tasks is too narrow for new shapes: on
-`shapes_val` (15 templates) the two-line arm's +0.040 reads [-0.048, +0.128] over tasks and [-0.099,
-+0.177] over templates (docs/STATISTICS.md, "Where the intervals fail").
+Beside each difference, the same interval over templates: each template's tasks averaged into one unit (a
+task's name is its template's, then '-' and a hash: gym/generator.template_id), so the interval asks what
+a new template would show rather than a new task of these templates. Tasks of one template share the fix
+an arm teaches or misses, so when an arm moves some templates and not others the interval over tasks is
+too narrow for new shapes: on `shapes_val` (15 templates) the two-line arm reads +0.040 [-0.048, +0.128]
+over tasks and +0.039 [-0.099, +0.177] over templates (docs/STATISTICS.md, "Where the intervals fail").
 """
 
 from __future__ import annotations
@@ -84,12 +85,15 @@ def main() -> None:
         for label, rates, seeds in (("a", a, seeds_a), ("b", b, seeds_b)):
             per_seed = ", ".join(f"seed {s} {r:.3f}" for s, r in zip(seeds, rates.mean(-1).tolist()))
             print(f"{name}: {label}: {per_seed}; mean {rates.mean():.3f} ({rates.shape[1]} tasks)")
-        if a.shape[-1] != b.shape[-1] or names_a != names_b or min(len(seeds_a), len(seeds_b)) < 2:
+        if names_a != names_b:
+            raise SystemExit("error: arm a and arm b read different tasks")
+        if a.shape[-1] != b.shape[-1] or min(len(seeds_a), len(seeds_b)) < 2:
             raise SystemExit("error: each arm needs at least 2 seeds' files, read on the same tasks")
         diff = arm_difference(a, b)
         print(f"{name}: a - b {float(diff.diff):+.3f} [{float(diff.lo):+.3f}, {float(diff.hi):+.3f}] "
               f"(seed-aware: {a.shape[0]} + {b.shape[0]} seeds, {a.shape[1]} tasks)")
-        ta, tb = (by_template(a, names_a), by_template(b, names_b)) if names_a else (a, b)  # older files: no names
+        # files without task names (hand-made ones) get no second line
+        ta, tb = (by_template(a, names_a), by_template(b, names_b)) if names_a else (a, b)
         if 2 <= ta.shape[-1] < a.shape[-1]:  # templates with several tasks (the book's held-out tasks are one each)
             over = arm_difference(ta, tb)
             print(f"{name}: a - b {float(over.diff):+.3f} [{float(over.lo):+.3f}, {float(over.hi):+.3f}] "

@@ -13,8 +13,8 @@ Two arms from the same RL base, seed and recipe, one after the other in this pro
   is dropped, so the two share templates, not tasks.
 
 Each arm's policy is evaluated on the `shapes` split (50 tasks x eval.shapes_n) at step 0, half way and
-at the end (and at each --read-at step), and on the held-out split at the end; then the paired interval over the shapes tasks,
-reserved - training, at the end. No checkpoint selection: both arms are read at the same steps.
+at the end (and at each --read-at step), and on the held-out split at the end; then the paired interval
+over the shapes tasks, reserved - training, at the end. No checkpoint selection: both arms are read at the same steps.
 `--split shapes_val` reads the `shapes_val` split in its place (the JSON's "shapes" readings are then
 that split's, and its "split" says so): a recipe for new shapes is chosen there, and the `shapes` split
 is left unread until the choice is made. It takes `--arms training` only (the reserved arm's pool is the
@@ -216,8 +216,8 @@ def main() -> None:
     parser.add_argument("--widen-lines", type=int, default=1, metavar="K",
                         help="with --widen-edits: a widened Edit takes 1 to K more lines (drawn evenly)")
     parser.add_argument("--split", choices=("shapes", "shapes_val"), default="shapes",
-                        help="the split read at step 0, half way and the end (shapes_val: to choose a recipe "
-                             "without reading the shapes split)")
+                        help="the split read at step 0, half way, the end and each --read-at step (shapes_val: to "
+                             "choose a recipe without reading the shapes split)")
     parser.add_argument("--read-at", type=int, nargs="+", default=[], metavar="STEP",
                         help="read the split at these steps too (beside step 0, half way and the end)")
     parser.add_argument("--out", type=Path, help="write the readings as JSON here")
@@ -236,7 +236,7 @@ def main() -> None:
     if args.steps:
         cfg.steps = args.steps
     if any(not 0 < step < cfg.steps for step in args.read_at):
-        parser.error(f"--read-at takes steps between 0 and the run's last ({cfg.steps})")
+        parser.error(f"--read-at takes steps strictly between 0 and the run's last ({cfg.steps})")
     if cfg.env.generated_tasks <= 0:
         raise SystemExit(f"+exp={args.exp} trains on no generated tasks: the reserved arm would have none to swap")
     set_torch_threads(cfg.threads)
@@ -263,8 +263,8 @@ def main() -> None:
         print(f"+exp={args.exp} {' '.join(args.set)} seed {cfg.seed}, {cfg.steps} steps, base from the {args.base} pool"
               f"{widened}; pools: "
               + ", ".join(f"{label} {len(pool)} tasks" for label, pool in pools.items()), flush=True)
-        arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label, args.split,
-                                       tuple(args.read_at)) for label, pool in pools.items()}
+        arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label, args.split, tuple(args.read_at))
+                for label, pool in pools.items()}
     finally:
         close_env()
     final = {label: arm["shapes"][cfg.steps] for label, arm in arms.items()}

@@ -56,25 +56,47 @@ def test_step_zero_is_named_and_b_steps_alone(tmp_path, monkeypatch, capsys):
 
 
 def test_the_interval_over_templates_averages_each_templates_tasks(tmp_path, monkeypatch, capsys):
-    """Two templates of two tasks each; arm a gains on the first template only. The line over templates
-    is arm_difference on each template's mean, by hand; it is wider than the one over tasks."""
+    """Six templates of unequal size (two whose names hold '-' and share what comes before it); arm a gains
+    on the first two only. The line
+    over templates is arm_difference on each template's mean of its tasks, by hand: its mean weighs the
+    templates alike (not the tasks), and it is wider than the line over tasks."""
     import torch
 
     from bugfix_rl.evaluate.intervals import arm_difference
 
-    names = ["minmax/two_caps-aa", "minmax/two_caps-bb", "zero/quotients-cc", "zero/quotients-dd"]
-    a_counts, b_counts = [[4, 4, 0, 0], [4, 3, 1, 0]], [[1, 0, 0, 1], [0, 1, 1, 0]]
-    a = [_run_file(tmp_path / f"a{s}.json", s, {60: c}, [1, 2], names) for s, c in enumerate(a_counts)]
-    b = [_run_file(tmp_path / f"b{s}.json", s, {60: c}, [1, 2], names) for s, c in enumerate(b_counts)]
+    sizes = {"minmax/two-caps": 3, "minmax/two-lines": 2, "zero/quotients": 2, "zero/chain": 3, "init/count": 4, "init/loop": 2}
+    names = [f"{template}-{i}{i}" for template, size in sizes.items() for i in range(size)]
+    a_counts = [[4, 4, 4, 3, 4, 1, 0, 1, 0, 1, 2, 2, 1, 3, 2, 2],
+                [4, 3, 4, 4, 3, 0, 1, 0, 1, 0, 2, 1, 2, 2, 1, 2],
+                [3, 4, 4, 4, 4, 0, 0, 1, 1, 0, 1, 2, 2, 2, 2, 1]]
+    b_counts = [[0, 1, 0, 1, 0, 1, 0, 0, 1, 0, 2, 2, 2, 2, 2, 2],
+                [1, 0, 0, 0, 1, 0, 1, 1, 0, 0, 1, 2, 2, 1, 2, 1],
+                [0, 0, 1, 0, 0, 1, 1, 0, 0, 1, 2, 1, 2, 2, 1, 2]]
+    heldout = [1, 2]
+    a = [_run_file(tmp_path / f"a{s}.json", s, {60: c}, heldout, names) for s, c in enumerate(a_counts)]
+    b = [_run_file(tmp_path / f"b{s}.json", s, {60: c}, heldout, names) for s, c in enumerate(b_counts)]
     lines = _compare(monkeypatch, capsys, "--a", *a, "--b", *b)
-    # each template's mean of its two tasks' rates, per seed: a (1, 0), (0.875, 0.125); b (0.125, 0.125) twice
-    by_hand = arm_difference(torch.tensor([[1.0, 0.0], [0.875, 0.125]], dtype=torch.float64),
-                             torch.tensor([[0.125, 0.125], [0.125, 0.125]], dtype=torch.float64))
+
+    def template_means(counts):  # [seeds, 6]: each template's tasks' mean rate, in order of first appearance
+        starts = [0, 3, 5, 7, 10, 14, 16]
+        return torch.tensor([[sum(row[starts[t]:starts[t + 1]]) / 4 / (starts[t + 1] - starts[t]) for t in range(6)]
+                             for row in counts], dtype=torch.float64)
+
+    by_hand = arm_difference(template_means(a_counts), template_means(b_counts))
     over = [line for line in lines if "over templates" in line]
     assert over == [f"shapes_val: a - b {float(by_hand.diff):+.3f} [{float(by_hand.lo):+.3f}, {float(by_hand.hi):+.3f}]"
-                    f" over templates (seed-aware: 2 + 2 seeds, 2 templates, each its tasks' mean)"]
-    assert abs(float(by_hand.diff) - 0.375) < 1e-12  # 0.5 - 0.125
+                    f" over templates (seed-aware: 3 + 3 seeds, 6 templates, each its tasks' mean)"]
     tasks_line = next(line for line in lines if line.startswith("shapes_val: a - b") and "over" not in line)
+    over_tasks = float(tasks_line.split("a - b ")[1].split(" ")[0])
+    assert abs(over_tasks - float(by_hand.diff)) > 0.01  # the tasks' mean weighs the bigger templates more
     lo, hi = (float(x) for x in tasks_line.split("[")[1].split("]")[0].split(", "))
+    assert -1 < float(by_hand.lo) and float(by_hand.hi) < 1  # not clamped: the widths below are the intervals'
     assert hi - lo < float(by_hand.hi - by_hand.lo)  # the gain sits in one template: over tasks is narrower
-    assert not any("over templates" in line for line in lines if line.startswith("heldout"))  # one task each
+    assert not any(line.startswith("heldout") and "over templates" in line for line in lines)
+
+
+def test_arms_that_read_other_tasks_are_refused(tmp_path, monkeypatch, capsys):
+    a = [_run_file(tmp_path / f"a{s}.json", s, {60: [1, 2]}, [1, 2], ["minmax/x-aa", "zero/y-bb"]) for s in (0, 1)]
+    b = [_run_file(tmp_path / f"b{s}.json", s, {60: [1, 2]}, [1, 2], ["minmax/x-aa", "zero/y-cc"]) for s in (0, 1)]
+    with pytest.raises(SystemExit, match="arm a and arm b read different tasks"):
+        _compare(monkeypatch, capsys, "--a", *a, "--b", *b)
