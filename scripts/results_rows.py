@@ -5,7 +5,11 @@ the task-to-task variance of the paired differences).
 
     python scripts/results_rows.py "capstone_generated" outputs/<sweep dir> [more run or sweep dirs]
 
-Every run given must be one recipe (its seeds); a split is printed when every run evaluated it.
+Every run given must be one recipe (its seeds); a split is printed when every run evaluated it. For a
+generated split (`shapes`, `shapes_val`: tasks named '<template>-<hash>', several per template) a second
+row gives the gain over templates, each template's tasks averaged into one unit: tasks of one template
+move together, so for a claim about new shapes that is the interval to read (docs/STATISTICS.md, "Where
+the intervals fail").
 """
 
 from __future__ import annotations
@@ -37,6 +41,14 @@ def start_and_chosen(result: dict, split: str) -> tuple[dict, dict] | None:
     return (result[f"{split}_base"], result[split]) if split in result else None
 
 
+def by_template(rates: torch.Tensor, names: list[str]) -> torch.Tensor:
+    """[seeds, tasks] -> [seeds, templates]: each template's tasks averaged (a task's name is its
+    template's, then '-' and a hash: gym/generator.template_id), templates in order of first appearance."""
+    templates = list(dict.fromkeys(name.rsplit("-", 1)[0] for name in names))
+    columns = [[i for i, name in enumerate(names) if name.rsplit("-", 1)[0] == t] for t in templates]
+    return torch.stack([rates[:, cols].mean(-1) for cols in columns], -1)
+
+
 def rows(label: str, results: list[dict]) -> list[str]:
     seeds = [r["config"]["seed"] for r in results]
     out = []
@@ -52,6 +64,15 @@ def rows(label: str, results: list[dict]) -> list[str]:
         interval = "seeds + tasks" if seed_aware else "tasks"
         out.append(f"| {label} | {', '.join(map(str, seeds))} | {name} ({design}) | {float(start.mean()):.3f}"
                    f" | {float(chosen.mean()):.3f} ({per_seed}) | {diff:+.3f} [{lo:+.3f}, {hi:+.3f}] ({interval}) |")
+        names = pairs[0][1].get("tasks_names") or []
+        if any(p[0].get("tasks_names") != names or p[1].get("tasks_names") != names for p in pairs):
+            sys.exit(f"error: the runs read different {name} tasks")
+        templates = len({n.rsplit("-", 1)[0] for n in names})
+        if split in ("shapes", "shapes_val") and 2 <= templates < len(names):
+            (diff, lo, hi), _, _ = compare_arms(by_template(chosen, names), by_template(start, names))
+            out.append(f"| {label} | {', '.join(map(str, seeds))} | {name}, over its {templates} templates |"
+                       f" {float(by_template(start, names).mean()):.3f} | {float(by_template(chosen, names).mean()):.3f} |"
+                       f" {diff:+.3f} [{lo:+.3f}, {hi:+.3f}] ({interval.replace('tasks', 'templates')}) |")
     return out
 
 
