@@ -65,7 +65,7 @@ def rows(label: str, results: list[dict]) -> list[str]:
         out.append(f"| {label} | {', '.join(map(str, seeds))} | {name} ({design}) | {float(start.mean()):.3f}"
                    f" | {float(chosen.mean()):.3f} ({per_seed}) | {diff:+.3f} [{lo:+.3f}, {hi:+.3f}] ({interval}) |")
         names = pairs[0][1].get("tasks_names") or []
-        if any(p[0].get("tasks_names") != names or p[1].get("tasks_names") != names for p in pairs):
+        if any((p[0].get("tasks_names") or []) != names or (p[1].get("tasks_names") or []) != names for p in pairs):
             sys.exit(f"error: the runs read different {name} tasks")
         templates = len({n.rsplit("-", 1)[0] for n in names})
         if split in ("shapes", "shapes_val") and 2 <= templates < len(names):
