@@ -29,6 +29,7 @@ import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch 
 import torch
 
 from bugfix_rl.evaluate.intervals import arm_difference
+from bugfix_rl.evaluate.stats import template_means
 
 
 def per_task_rates(files: list[Path], arm: str, split: str,
@@ -54,14 +55,6 @@ def per_task_rates(files: list[Path], arm: str, split: str,
         seeds.append(run["seed"])
         read.add(run.get("split", "shapes"))  # files written before --split read the shapes split
     return torch.tensor(rows, dtype=torch.float64), seeds, read, names or []
-
-
-def by_template(rates: torch.Tensor, names: list[str]) -> torch.Tensor:
-    """[seeds, tasks] -> [seeds, templates]: each template's tasks averaged (a task's name is
-    '<template>-<hash>'), templates in order of first appearance."""
-    templates = list(dict.fromkeys(name.rsplit("-", 1)[0] for name in names))
-    columns = [[i for i, name in enumerate(names) if name.rsplit("-", 1)[0] == t] for t in templates]
-    return torch.stack([rates[:, cols].mean(-1) for cols in columns], -1)
 
 
 def main() -> None:
@@ -93,7 +86,7 @@ def main() -> None:
         print(f"{name}: a - b {float(diff.diff):+.3f} [{float(diff.lo):+.3f}, {float(diff.hi):+.3f}] "
               f"(seed-aware: {a.shape[0]} + {b.shape[0]} seeds, {a.shape[1]} tasks)")
         # files without task names (hand-made ones) get no second line
-        ta, tb = (by_template(a, names_a), by_template(b, names_b)) if names_a else (a, b)
+        ta, tb = (template_means(a, names_a), template_means(b, names_b)) if names_a else (a, b)
         if 2 <= ta.shape[-1] < a.shape[-1]:  # templates with several tasks (the book's held-out tasks are one each)
             over = arm_difference(ta, tb)
             print(f"{name}: a - b {float(over.diff):+.3f} [{float(over.lo):+.3f}, {float(over.hi):+.3f}] "

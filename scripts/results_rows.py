@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from bugfix_rl.evaluate.ablation import compare_arms  # before torch: bugfix_rl pins torch's CPU kernels
+from bugfix_rl.evaluate.stats import template_means
 
 import torch
 
@@ -41,14 +42,6 @@ def start_and_chosen(result: dict, split: str) -> tuple[dict, dict] | None:
     return (result[f"{split}_base"], result[split]) if split in result else None
 
 
-def by_template(rates: torch.Tensor, names: list[str]) -> torch.Tensor:
-    """[seeds, tasks] -> [seeds, templates]: each template's tasks averaged (a task's name is its
-    template's, then '-' and a hash: gym/generator.template_id), templates in order of first appearance."""
-    templates = list(dict.fromkeys(name.rsplit("-", 1)[0] for name in names))
-    columns = [[i for i, name in enumerate(names) if name.rsplit("-", 1)[0] == t] for t in templates]
-    return torch.stack([rates[:, cols].mean(-1) for cols in columns], -1)
-
-
 def rows(label: str, results: list[dict]) -> list[str]:
     seeds = [r["config"]["seed"] for r in results]
     out = []
@@ -69,9 +62,9 @@ def rows(label: str, results: list[dict]) -> list[str]:
             sys.exit(f"error: the runs read different {name} tasks")
         templates = len({n.rsplit("-", 1)[0] for n in names})
         if split in ("shapes", "shapes_val") and 2 <= templates < len(names):
-            (diff, lo, hi), _, _ = compare_arms(by_template(chosen, names), by_template(start, names))
+            (diff, lo, hi), _, _ = compare_arms(template_means(chosen, names), template_means(start, names))
             out.append(f"| {label} | {', '.join(map(str, seeds))} | {name}, over its {templates} templates |"
-                       f" {float(by_template(start, names).mean()):.3f} | {float(by_template(chosen, names).mean()):.3f} |"
+                       f" {float(template_means(start, names).mean()):.3f} | {float(template_means(chosen, names).mean()):.3f} |"
                        f" {diff:+.3f} [{lo:+.3f}, {hi:+.3f}] ({interval.replace('tasks', 'templates')}) |")
     return out
 

@@ -210,8 +210,19 @@ def test_a_run_with_shapes_n_writes_the_shapes_evaluation_everywhere(sweep):
     summary = (run / "summary.md").read_text()
     assert "## Shapes" in summary and "(50 tasks x 1 episodes, seed 0)" in summary
     assert "shapes gain / held-out gain:" in summary and "paired over 50 shapes tasks" in summary
+    over = diff["over_templates"]  # the 50 tasks come from 15 templates: the gain over them too
+    assert over["templates"] == 15 and over["ci"][0] <= over["diff"] <= over["ci"][1]
+    assert "paired over the 15 shapes templates (each one's tasks averaged)" in summary
     page = (run / "viewer.html").read_text()
     assert "<h2>Held-out</h2>" in page and "<h2>Shapes</h2>" in page and "all 50 shapes tasks x 1" in page
+    assert "paired over the 15 shapes templates" in page
+    assert "over_templates" not in result["heldout_paired_diff"]  # the book's tasks: one each
+    from bugfix_rl.present.wandb_run import final_metrics
+
+    metrics = final_metrics(result)  # W&B's summary keys
+    assert metrics["shapes/paired_diff_over_templates"] == over["diff"]
+    assert [metrics["shapes/paired_diff_over_templates_ci_low"], metrics["shapes/paired_diff_over_templates_ci_high"]] == over["ci"]
+    assert "heldout/paired_diff_over_templates" not in metrics
 
 
 def test_a_run_with_shapes_val_n_evaluates_the_validation_shapes(smoke_run):
@@ -228,6 +239,7 @@ def test_a_run_with_shapes_val_n_evaluates_the_validation_shapes(smoke_run):
     assert diff["tasks"] == 50 and diff["ci"][0] <= diff["diff"] <= diff["ci"][1]
     summary = (smoke_run / "summary.md").read_text()
     assert "## shapes_val" in summary and "paired over 50 shapes_val tasks" in summary
+    assert diff["over_templates"]["templates"] == 15 and "paired over the 15 shapes_val templates" in summary
 
 
 def test_a_checkpoint_chosen_on_val_and_shapes_val_pools_their_tasks(tmp_path, capsys):

@@ -17,8 +17,8 @@ from bugfix_rl.evaluate.intervals import arm_difference, paired_task_interval, t
 from bugfix_rl.evaluate.power import (VarianceComponents, design_variance, minimum_detectable_effect,
                                       required_units_t, seeds_needed, t_test_power, variance_components)
 from bugfix_rl.evaluate.stats import (bootstrap_ci, degenerate_group_probability, gain_kept, mcnemar,
-                                     paired_bootstrap_diff, pass_at_k, pass_at_k_curve, pass_rate_summary,
-                                     power_table, required_units)
+                                     paired_bootstrap_diff, paired_summary_over_templates, pass_at_k, pass_at_k_curve,
+                                     pass_rate_summary, power_table, required_units)
 from bugfix_rl.present.plots import forest_plot
 from bugfix_rl.commands.plan import plan_lines, step_cost
 from bugfix_rl.run.stopping import signal_spent, stop_reason, validation_stalled
@@ -469,3 +469,17 @@ def test_gain_kept_is_the_ratio_of_the_two_paired_gains_and_none_without_a_held_
     assert kept["heldout"] == [0.40, 0.10, 0.70] and kept["shapes"] == [0.10, -0.05, 0.25]
     for no_gain in (0.0, -0.2):  # no share of a loss or of nothing
         assert gain_kept({"diff": no_gain, "ci": [-0.5, 0.3]}, shapes)["share"] is None
+
+
+def test_the_gain_over_templates_averages_each_templates_tasks_first():
+    """Five tasks of three templates (two names share what comes before their '-'): each template's tasks'
+    mean is one unit, so the mean weighs the templates alike; a split of single-task names gets None."""
+    names = ["minmax/two-caps-aa", "minmax/two-caps-bb", "minmax/two-lines-cc", "zero/chain-dd", "zero/chain-ee"]
+    chosen, start = [4, 2, 4, 1, 1], [0, 0, 2, 1, 1]  # of 4 episodes each
+    over = paired_summary_over_templates(chosen, start, 4, names)
+    # template means: chosen (0.75, 1.0, 0.25), start (0.0, 0.5, 0.25); differences 0.75, 0.5, 0
+    assert over["templates"] == 3 and over["diff"] == pytest.approx(1.25 / 3)  # over the tasks: 2.0 / 5
+    _, lo, hi = paired_task_interval(torch.tensor([0.75, 1.0, 0.25], dtype=torch.float64),
+                                     torch.tensor([0.0, 0.5, 0.25], dtype=torch.float64))
+    assert over["ci"] == [pytest.approx(float(lo)), pytest.approx(float(hi))]
+    assert paired_summary_over_templates([1, 2], [0, 0], 4, ["minmax/pin", "zero/speed"]) is None

@@ -101,7 +101,18 @@ def start_chosen_lines(result: dict, split: str, seed: int) -> list[str]:
     return [f"{label} pass@1: chosen {_rate(chosen)}, start {_rate(start)}"
             f" ({chosen['tasks']} tasks x {chosen['n']} episodes, seed {seed})",
             f"chosen - start, paired over {d['tasks']} {label} tasks: {d['diff']:+.3f}"
-            f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] (one seed; t + MOVER hull, over tasks)"]
+            f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] (one seed; t + MOVER hull, over tasks)",
+            *over_templates_lines(d, label)]
+
+
+def over_templates_lines(paired_diff: dict, label: str) -> list[str]:
+    """The line for a generated split's gain over its templates (stats.paired_summary_over_templates), when
+    eval.json has it: tasks of one template move together, so a claim about new shapes reads this one."""
+    over = paired_diff.get("over_templates")
+    if not over:
+        return []
+    return [f"chosen - start, paired over the {over['templates']} {label} templates (each one's tasks averaged):"
+            f" {over['diff']:+.3f} [{over['ci'][0]:+.3f}, {over['ci'][1]:+.3f}] (the interval for new shapes)"]
 
 
 def gain_kept_lines(result: dict) -> list[str]:

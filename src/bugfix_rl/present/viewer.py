@@ -20,7 +20,8 @@ from urllib.parse import quote
 
 from bugfix_rl.evaluate.episodes import decode_ids, token_runs
 from bugfix_rl.evaluate.reliability import reliability_line
-from bugfix_rl.present.report_run import SHAPE_SPLIT_TITLES, chosen_on, gain_kept_lines, split_rates_text
+from bugfix_rl.present.report_run import (SHAPE_SPLIT_TITLES, chosen_on, gain_kept_lines, over_templates_lines,
+                                          split_rates_text)
 
 EPISODES_PER_KIND = 2  # successes and failures shown per task and policy
 
@@ -167,6 +168,7 @@ def run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) 
         out.append(f"<h2>{title}</h2><p id='{split}'>chosen checkpoint {_rate(shapes)}; start"
                    f" {_rate(result[f'{split}_base'])} (all {shapes['tasks']} {split} tasks x {shapes['n']}: {what});"
                    f" chosen - start, paired over tasks: {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}].</p>")
+        out += [f"<p>{_e(line)}</p>" for line in over_templates_lines(d, split)]
         if split == "shapes":
             out += [f"<p>{_e(line)}</p>" for line in gain_kept_lines(result)]
     out.append("<h2>Episodes</h2>")

@@ -40,6 +40,8 @@ def final_metrics(result: dict) -> dict[str, float]:
     def difference(prefix: str, diff: dict) -> None:
         out[prefix] = diff["diff"]
         out[f"{prefix}_ci_low"], out[f"{prefix}_ci_high"] = diff["ci"]
+        if diff.get("over_templates"):  # a generated split's gain over its templates (stats)
+            difference(f"{prefix}_over_templates", diff["over_templates"])
 
     for name in ("base", "chosen"):
         if "test" in result:

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from bugfix_rl.evaluate.stats import gain_kept, paired_summary, pass_at_k_curve
+from bugfix_rl.evaluate.stats import gain_kept, paired_summary, paired_summary_over_templates, pass_at_k_curve
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.policy.build import build_policy
 from bugfix_rl.present.dashboard import plot_dashboard
@@ -167,6 +167,10 @@ def split_evaluation(pair: BaseAndChosen, split: str, n: int, seed: int, label: 
                                      run_dir / "transcripts" / f"{split}_base.txt", base_sampled)
     advance(f"{label} base")
     paired_diff = paired_summary(chosen["per_task"], base["per_task"], n)
+    if split in ("shapes", "shapes_val"):  # generated from templates: the interval over them too
+        over = paired_summary_over_templates(chosen["per_task"], base["per_task"], n, chosen["tasks_names"])
+        if over is not None:
+            paired_diff["over_templates"] = over
     if not episodes:  # the viewer shows the test episodes when there are any, else held-out, shapes, shapes_val
         names = chosen["tasks_names"]
         episodes[f"{label}, RL base"] = pick_episodes(base_sampled, names, n)
