@@ -60,11 +60,14 @@ def rows(label: str, results: list[dict]) -> list[str]:
         names = pairs[0][1].get("tasks_names") or []
         if any((p[0].get("tasks_names") or []) != names or (p[1].get("tasks_names") or []) != names for p in pairs):
             sys.exit(f"error: the runs read different {name} tasks")
-        templates = len({n.rsplit("-", 1)[0] for n in names})
-        if split in ("shapes", "shapes_val") and 2 <= templates < len(names):
-            (diff, lo, hi), _, _ = compare_arms(template_means(chosen, names), template_means(start, names))
+        if split not in ("shapes", "shapes_val") or not names:
+            continue
+        start_units, chosen_units = template_means(start, names), template_means(chosen, names)  # [seeds, templates]
+        templates = start_units.shape[-1]
+        if 2 <= templates < len(names):
+            (diff, lo, hi), _, _ = compare_arms(chosen_units, start_units)
             out.append(f"| {label} | {', '.join(map(str, seeds))} | {name}, over its {templates} templates |"
-                       f" {float(template_means(start, names).mean()):.3f} | {float(template_means(chosen, names).mean()):.3f} |"
+                       f" {float(start_units.mean()):.3f} | {float(chosen_units.mean()):.3f} |"
                        f" {diff:+.3f} [{lo:+.3f}, {hi:+.3f}] ({interval.replace('tasks', 'templates')}) |")
     return out
 

@@ -221,7 +221,8 @@ def test_a_run_with_shapes_n_writes_the_shapes_evaluation_everywhere(sweep):
 
     metrics = final_metrics(result)  # W&B's summary keys
     assert metrics["shapes/paired_diff_over_templates"] == over["diff"]
-    assert [metrics["shapes/paired_diff_over_templates_ci_low"], metrics["shapes/paired_diff_over_templates_ci_high"]] == over["ci"]
+    ci = [metrics[f"shapes/paired_diff_over_templates_ci_{end}"] for end in ("low", "high")]
+    assert ci == over["ci"]
     assert "heldout/paired_diff_over_templates" not in metrics
 
 

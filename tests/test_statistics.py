@@ -472,8 +472,9 @@ def test_gain_kept_is_the_ratio_of_the_two_paired_gains_and_none_without_a_held_
 
 
 def test_the_gain_over_templates_averages_each_templates_tasks_first():
-    """Five tasks of three templates (two names share what comes before their '-'): each template's tasks'
-    mean is one unit, so the mean weighs the templates alike; a split of single-task names gets None."""
+    """Five tasks of three templates (two templates share what comes before their first '-'): each
+    template's tasks' mean is one unit, so the mean weighs the templates alike; a split of single-task
+    names, or of one template, gets None; names that do not match the tasks are refused."""
     names = ["minmax/two-caps-aa", "minmax/two-caps-bb", "minmax/two-lines-cc", "zero/chain-dd", "zero/chain-ee"]
     chosen, start = [4, 2, 4, 1, 1], [0, 0, 2, 1, 1]  # of 4 episodes each
     over = paired_summary_over_templates(chosen, start, 4, names)
@@ -483,3 +484,7 @@ def test_the_gain_over_templates_averages_each_templates_tasks_first():
                                      torch.tensor([0.0, 0.5, 0.25], dtype=torch.float64))
     assert over["ci"] == [pytest.approx(float(lo)), pytest.approx(float(hi))]
     assert paired_summary_over_templates([1, 2], [0, 0], 4, ["minmax/pin", "zero/speed"]) is None
+    assert paired_summary_over_templates([1, 2], [0, 0], 4, ["zero/chain-aa", "zero/chain-bb"]) is None
+    for wrong in (names[:4], names + ["init/x-ff"], []):
+        with pytest.raises(ValueError, match="task names for"):
+            paired_summary_over_templates(chosen, start, 4, wrong)

@@ -94,8 +94,9 @@ def shape_heading(split: str) -> str:
 
 
 def start_chosen_lines(result: dict, split: str, seed: int) -> list[str]:
-    """Two lines for a start-vs-chosen split of eval.json ('heldout', 'shapes', 'shapes_val'): both pass@1 with their
-    Wilson intervals, task and episode counts and the run's seed; then chosen - start paired over tasks."""
+    """The lines for a start-vs-chosen split of eval.json ('heldout', 'shapes', 'shapes_val'): both pass@1 with their
+    Wilson intervals, task and episode counts and the run's seed; then chosen - start paired over tasks, and
+    over templates for a generated split."""
     chosen, start, d = result[split], result[f"{split}_base"], result[f"{split}_paired_diff"]
     label = SPLIT_LABELS[split]
     return [f"{label} pass@1: chosen {_rate(chosen)}, start {_rate(start)}"
@@ -111,8 +112,9 @@ def over_templates_lines(paired_diff: dict, label: str) -> list[str]:
     over = paired_diff.get("over_templates")
     if not over:
         return []
+    lo, hi = over["ci"]
     return [f"chosen - start, paired over the {over['templates']} {label} templates (each one's tasks averaged):"
-            f" {over['diff']:+.3f} [{over['ci'][0]:+.3f}, {over['ci'][1]:+.3f}] (the interval for new shapes)"]
+            f" {over['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] (one seed; t + MOVER hull, over templates)"]
 
 
 def gain_kept_lines(result: dict) -> list[str]:
