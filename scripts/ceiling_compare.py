@@ -29,7 +29,7 @@ import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch 
 import torch
 
 from bugfix_rl.evaluate.intervals import arm_difference
-from bugfix_rl.evaluate.stats import template_means
+from bugfix_rl.evaluate.stats import several_per_template, template_means
 
 
 def per_task_rates(files: list[Path], arm: str, split: str,
@@ -85,9 +85,9 @@ def main() -> None:
         diff = arm_difference(a, b)
         print(f"{name}: a - b {float(diff.diff):+.3f} [{float(diff.lo):+.3f}, {float(diff.hi):+.3f}] "
               f"(seed-aware: {a.shape[0]} + {b.shape[0]} seeds, {a.shape[1]} tasks)")
-        # files without task names (hand-made ones) get no second line
-        ta, tb = (template_means(a, names_a), template_means(b, names_b)) if names_a else (a, b)
-        if 2 <= ta.shape[-1] < a.shape[-1]:  # templates with several tasks (the book's held-out tasks are one each)
+        # files without task names (hand-made ones) and the book's held-out tasks (one per name) get no second line
+        if several_per_template(names_a):
+            ta, tb = template_means(a, names_a), template_means(b, names_b)
             over = arm_difference(ta, tb)
             print(f"{name}: a - b {float(over.diff):+.3f} [{float(over.lo):+.3f}, {float(over.hi):+.3f}] "
                   f"over templates (seed-aware: {a.shape[0]} + {b.shape[0]} seeds, {ta.shape[1]} templates,"

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from bugfix_rl.evaluate.ablation import compare_arms  # before torch: bugfix_rl pins torch's CPU kernels
-from bugfix_rl.evaluate.stats import template_means
+from bugfix_rl.evaluate.stats import several_per_template, template_means
 
 import torch
 
@@ -60,11 +60,9 @@ def rows(label: str, results: list[dict]) -> list[str]:
         names = pairs[0][1].get("tasks_names") or []
         if any((p[0].get("tasks_names") or []) != names or (p[1].get("tasks_names") or []) != names for p in pairs):
             sys.exit(f"error: the runs read different {name} tasks")
-        if split not in ("shapes", "shapes_val") or not names:
-            continue
-        start_units, chosen_units = template_means(start, names), template_means(chosen, names)  # [seeds, templates]
-        templates = start_units.shape[-1]
-        if 2 <= templates < len(names):
+        if split in ("shapes", "shapes_val") and several_per_template(names):
+            start_units, chosen_units = template_means(start, names), template_means(chosen, names)  # [seeds, K]
+            templates = start_units.shape[-1]
             (diff, lo, hi), _, _ = compare_arms(chosen_units, start_units)
             out.append(f"| {label} | {', '.join(map(str, seeds))} | {name}, over its {templates} templates |"
                        f" {float(start_units.mean()):.3f} | {float(chosen_units.mean()):.3f} |"

@@ -14,7 +14,8 @@ Two arms from the same RL base, seed and recipe, one after the other in this pro
 
 Each arm's policy is evaluated on the `shapes` split (50 tasks x eval.shapes_n) at step 0, half way and
 at the end (and at each --read-at step), and on the held-out split at the end; then the paired interval
-over the shapes tasks, reserved - training, at the end. No checkpoint selection: both arms are read at the same steps.
+over the shapes tasks, reserved - training, at the end. No checkpoint selection: both arms are read at the
+same steps.
 `--split shapes_val` reads the `shapes_val` split in its place (the JSON's "shapes" readings are then
 that split's, and its "split" says so): a recipe for new shapes is chosen there, and the `shapes` split
 is left unread until the choice is made. It takes `--arms training` only (the reserved arm's pool is the

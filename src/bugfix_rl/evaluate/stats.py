@@ -244,27 +244,38 @@ def paired_summary(a_counts: Sequence[int], b_counts: Sequence[int], n: int) -> 
             "per_task": (rate_a - rate_b).tolist()}
 
 
+def _templates(names: Sequence[str]) -> list[str]:
+    """Each task's template: a generated task's name is its template's, then '-' and a hash
+    (gym/generator.template_id)."""
+    return [name.rsplit("-", 1)[0] for name in names]
+
+
+def several_per_template(names: Sequence[str]) -> bool:
+    """Whether the tasks group into two templates or more, one of them with two tasks or more (a generated
+    split): only then does an interval over templates differ from the one over tasks."""
+    return 2 <= len(set(_templates(names))) < len(names)
+
+
 def template_means(rates: torch.Tensor, names: Sequence[str]) -> torch.Tensor:
     """[..., T] per-task values -> [..., K]: each template's tasks averaged, templates in order of first
-    appearance. A generated task's name is its template's, then '-' and a hash (gym/generator.template_id)."""
+    appearance."""
     if not names or len(names) != rates.shape[-1]:
         raise ValueError(f"{len(names)} task names for {rates.shape[-1]} tasks")
-    templates = list(dict.fromkeys(name.rsplit("-", 1)[0] for name in names))
-    columns = [[i for i, name in enumerate(names) if name.rsplit("-", 1)[0] == t] for t in templates]
+    keys = _templates(names)
+    columns = [[i for i, key in enumerate(keys) if key == t] for t in dict.fromkeys(keys)]
     return torch.stack([rates[..., cols].mean(-1) for cols in columns], -1)
 
 
 def paired_summary_over_templates(a_counts: Sequence[int], b_counts: Sequence[int], n: int,
                                   names: Sequence[str]) -> dict | None:
     """a - b in pass@1 with each template's tasks averaged into one unit, with paired_task_interval over
-    the templates: {"diff", "ci": [lo, hi], "templates"}; None unless there are two templates or more and
-    one of them holds two tasks or more. Tasks of
+    the templates: {"diff", "ci": [lo, hi], "templates"}; None unless several_per_template(names). Tasks of
     one template move together, so for a claim about new shapes this is the interval (docs/STATISTICS.md,
     "Where the intervals fail"); its mean weighs the templates alike."""
     rate_a = torch.as_tensor(a_counts, dtype=torch.float64) / n  # [T]
     rate_b = torch.as_tensor(b_counts, dtype=torch.float64) / n
     units_a, units_b = template_means(rate_a, names), template_means(rate_b, names)  # [K]
-    if not 2 <= units_a.numel() < rate_a.numel():
+    if not several_per_template(names):
         return None
     diff, lo, hi = paired_task_interval(units_a, units_b)
     return {"diff": float(diff), "ci": [float(lo), float(hi)], "templates": int(units_a.numel())}

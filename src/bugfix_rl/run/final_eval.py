@@ -158,7 +158,8 @@ def split_evaluation(pair: BaseAndChosen, split: str, n: int, seed: int, label: 
                      episodes: dict, advance) -> dict:
     """The chosen checkpoint, then the run's starting policy, on the same tasks and stream of `split`
     (heldout, shapes or shapes_val): {split, split_base, split_paired_diff}, before vs after paired over tasks
-    (and, for shapes and shapes_val, under "over_templates" over their templates), with transcripts; the viewer gets these episodes when there was no test evaluation before."""
+    (and, for shapes and shapes_val, under "over_templates" over their templates), with transcripts; the
+    viewer gets these episodes when there was no test evaluation before."""
     chosen_sampled, base_sampled = [], []
     chosen = evaluate_with_transcripts(pair.chosen, pair.tokenizer, pair.make_env, split, n, seed, pair.temperature,
                                        run_dir / "transcripts" / f"{split}_chosen.txt", chosen_sampled)
