@@ -1,7 +1,7 @@
 """Two arms of `scripts/shapes_ceiling.py` runs, seed-aware: the numbers its reading rules judge.
 
     .venv/bin/python scripts/ceiling_compare.py --a widen0.json widen1.json widen2.json \
-        --b control0.json control1.json control2.json [--arm training] [--a-step 30] [--b-step 60]
+        --b control0.json control1.json control2.json [--arm training] [--a-step 30] [--b-step 60] [--paired]
 
 Each file is one seed's `shapes_ceiling.py --out` (the same arm in every file). For the split the runs
 read at their steps (`shapes`, or `shapes_val` with --split; all files must have read the same one) at
@@ -10,6 +10,9 @@ seed-aware interval over the tasks (evaluate/intervals.arm_difference: seeds nee
 `--a-step` / `--b-step` read an arm's split at another step it was read at (shapes_ceiling.py reads step 0,
 half way, the end and each --read-at step); the held-out split is read at the end only, so it is left out
 then.
+`--paired` pairs the files seed by seed (a's and b's seeds must be the same, in the same order) and uses
+evaluate/intervals.paired_arm_difference: for one run read at two steps (`--a run*.json --b run*.json
+--a-step 90 --b-step 60`), where what a seed shares up to the earlier step cancels.
 
 Beside each difference, the same interval over templates: each template's tasks averaged into one unit (a
 task's name is its template's, then '-' and a hash: gym/generator.template_id), so the interval asks what
@@ -28,7 +31,7 @@ from pathlib import Path
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch
 
-from bugfix_rl.evaluate.intervals import arm_difference
+from bugfix_rl.evaluate.intervals import arm_difference, paired_arm_difference
 from bugfix_rl.evaluate.stats import several_per_template, template_means
 
 
@@ -64,6 +67,7 @@ def main() -> None:
     parser.add_argument("--arm", default="training", help="the arm of shapes_ceiling.py read in each file")
     parser.add_argument("--a-step", type=int, help="read arm a's split at this step (default: its last)")
     parser.add_argument("--b-step", type=int, help="read arm b's split at this step (default: its last)")
+    parser.add_argument("--paired", action="store_true", help="pair a's and b's files seed by seed (the same seeds, in order)")
     args = parser.parse_args()
     at_the_end = args.a_step is None and args.b_step is None
     for split in ("shapes", "heldout") if at_the_end else ("shapes",):
@@ -82,16 +86,19 @@ def main() -> None:
             raise SystemExit("error: arm a and arm b read different tasks")
         if a.shape[-1] != b.shape[-1] or min(len(seeds_a), len(seeds_b)) < 2:
             raise SystemExit("error: each arm needs at least 2 seeds' files, read on the same tasks")
-        diff = arm_difference(a, b)
+        if args.paired and seeds_a != seeds_b:
+            raise SystemExit(f"error: --paired needs the same seeds in a and b, in order; got {seeds_a} and {seeds_b}")
+        difference = paired_arm_difference if args.paired else arm_difference
+        seeds = f"paired by seed: {a.shape[0]} seeds" if args.paired else f"seed-aware: {a.shape[0]} + {b.shape[0]} seeds"
+        diff = difference(a, b)
         print(f"{name}: a - b {float(diff.diff):+.3f} [{float(diff.lo):+.3f}, {float(diff.hi):+.3f}] "
-              f"(seed-aware: {a.shape[0]} + {b.shape[0]} seeds, {a.shape[1]} tasks)")
+              f"({seeds}, {a.shape[1]} tasks)")
         # files without task names (hand-made ones) and the book's held-out tasks (one per name) get no second line
         if several_per_template(names_a):
             ta, tb = template_means(a, names_a), template_means(b, names_b)
-            over = arm_difference(ta, tb)
+            over = difference(ta, tb)
             print(f"{name}: a - b {float(over.diff):+.3f} [{float(over.lo):+.3f}, {float(over.hi):+.3f}] "
-                  f"over templates (seed-aware: {a.shape[0]} + {b.shape[0]} seeds, {ta.shape[1]} templates,"
-                  f" each its tasks' mean)")
+                  f"over templates ({seeds}, {ta.shape[1]} templates, each its tasks' mean)")
 
 
 if __name__ == "__main__":

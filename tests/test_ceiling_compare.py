@@ -100,3 +100,33 @@ def test_arms_that_read_other_tasks_are_refused(tmp_path, monkeypatch, capsys):
     b = [_run_file(tmp_path / f"b{s}.json", s, {60: [1, 2]}, [1, 2], ["minmax/x-aa", "zero/y-cc"]) for s in (0, 1)]
     with pytest.raises(SystemExit, match="arm a and arm b read different tasks"):
         _compare(monkeypatch, capsys, "--a", *a, "--b", *b)
+
+
+def test_paired_reads_one_run_at_two_steps_and_refuses_other_seeds(tmp_path, monkeypatch, capsys):
+    """Three seeds read at steps 60 and 90 over two templates of two tasks: --paired is
+    paired_arm_difference on each seed's own two readings, by hand; files of other seeds are refused."""
+    import torch
+
+    from bugfix_rl.evaluate.intervals import paired_arm_difference
+
+    names = ["minmax/two-caps-aa", "minmax/two-caps-bb", "zero/chain-aa", "zero/chain-bb"]
+    at_60 = [[1, 2, 0, 0], [3, 4, 1, 0], [0, 1, 0, 1]]  # seeds far apart: a shared effect the pairing cancels
+    at_90 = [[2, 2, 1, 1], [4, 4, 1, 2], [1, 2, 0, 2]]
+    runs = [_run_file(tmp_path / f"r{s}.json", s, {60: at_60[s], 90: at_90[s]}, [1, 1], names) for s in range(3)]
+    lines = _compare(monkeypatch, capsys, "--a", *runs, "--b", *runs, "--a-step", "90", "--b-step", "60", "--paired")
+    rates = {step: torch.tensor(counts, dtype=torch.float64) / 4 for step, counts in ((60, at_60), (90, at_90))}
+    by_hand = paired_arm_difference(rates[90], rates[60])
+    tasks_line = next(line for line in lines if "a - b" in line and "over" not in line)
+    assert tasks_line == (f"shapes_val (a at step 90, b at step 60): a - b {float(by_hand.diff):+.3f} "
+                          f"[{float(by_hand.lo):+.3f}, {float(by_hand.hi):+.3f}] (paired by seed: 3 seeds, 4 tasks)")
+    over = paired_arm_difference(*(rates[s].reshape(3, 2, 2).mean(-1) for s in (90, 60)))
+    assert any(line.endswith(f"[{float(over.lo):+.3f}, {float(over.hi):+.3f}] over templates "
+                             "(paired by seed: 3 seeds, 2 templates, each its tasks' mean)") for line in lines)
+    unpaired = _compare(monkeypatch, capsys, "--a", *runs, "--b", *runs, "--a-step", "90", "--b-step", "60")
+    def width(line):
+        lo, hi = line.split("[")[1].split("]")[0].split(", ")
+        return float(hi) - float(lo)
+
+    assert width(tasks_line) < width(next(line for line in unpaired if "a - b" in line and "over" not in line))
+    with pytest.raises(SystemExit, match=r"--paired needs the same seeds in a and b, in order; got \[0, 1, 2\] and \[2, 1, 0\]"):
+        _compare(monkeypatch, capsys, "--a", *runs, "--b", *reversed(runs), "--paired")

@@ -13,7 +13,13 @@ from in_process import cli_result
 
 from bugfix_rl.config import ComputeBudget, PlanConfig, StopConfig
 from bugfix_rl.evaluate.coverage import GymModel, coverage_table, one_run_cell, population_mean
-from bugfix_rl.evaluate.intervals import arm_difference, paired_task_interval, task_mean_interval, wilson_interval
+from bugfix_rl.evaluate.intervals import (
+    arm_difference,
+    paired_arm_difference,
+    paired_task_interval,
+    task_mean_interval,
+    wilson_interval,
+)
 from bugfix_rl.evaluate.power import (VarianceComponents, design_variance, minimum_detectable_effect,
                                       required_units_t, seeds_needed, t_test_power, variance_components)
 from bugfix_rl.evaluate.stats import (bootstrap_ci, degenerate_group_probability, gain_kept, mcnemar,
@@ -85,6 +91,35 @@ def test_arm_difference_by_hand():
     assert (float(result.lo), float(result.hi)) == pytest.approx((float(d.mean()) - half, float(d.mean()) + half))
     with pytest.raises(ValueError, match=">= 2 seeds"):
         arm_difference(a[:1], b)
+
+
+def test_paired_arm_difference_by_hand():
+    """Three seeds, each read twice (a later, b earlier); d = a - b is [[.5, .5, 0], [0, .5, .5], [.5, 1, .5]]:
+    per-seed means 1/3, 1/3, 2/3 and per-task means 1/3, 2/3, 1/3."""
+    b = torch.tensor([[0.0, 0.5, 0.5], [0.5, 0.0, 0.0], [0.5, 0.0, 0.0]], dtype=torch.float64)
+    a = b + torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 1.0, 0.5]], dtype=torch.float64)
+    result = paired_arm_difference(a, b)
+    seed_term = (2 * (1 / 9) ** 2 + (2 / 9) ** 2) / 2 / 3  # var of 1/3, 1/3, 2/3 is 1/27; over 3 seeds
+    task_term = seed_term  # the per-task means are the same three numbers
+    variance = seed_term + task_term  # 2/81
+    df = variance**2 / (seed_term**2 / 2 + task_term**2 / 2)  # 4
+    from scipy.stats import t as student_t
+
+    half = student_t.ppf(0.975, df) * math.sqrt(variance)
+    assert variance == pytest.approx(2 / 81) and df == pytest.approx(4.0)
+    assert float(result.diff) == pytest.approx(4 / 9)
+    assert float(result.se) == pytest.approx(math.sqrt(2 / 81)) and float(result.df) == pytest.approx(4.0)
+    assert (float(result.lo), float(result.hi)) == pytest.approx((4 / 9 - half, 4 / 9 + half))
+    # a shared seed effect cancels: adding 0.3 to both arms' seed 0 moves nothing, where the unpaired one widens
+    shifted_a, shifted_b = a.clone(), b.clone()
+    shifted_a[0] += 0.3
+    shifted_b[0] += 0.3
+    assert float(paired_arm_difference(shifted_a, shifted_b).se) == pytest.approx(float(result.se))
+    assert float(arm_difference(shifted_a, shifted_b).se) > float(arm_difference(a, b).se)
+    with pytest.raises(ValueError, match="same seeds and tasks"):
+        paired_arm_difference(a[:2], b)
+    with pytest.raises(ValueError, match=">= 2 paired seeds"):
+        paired_arm_difference(a[:1], b[:1])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -160,3 +160,37 @@ def arm_difference(a: torch.Tensor, b: torch.Tensor, alpha: float = 0.05) -> Arm
     degenerate = variance == 0
     return ArmDifference(diff, torch.where(degenerate, task_lo, lo), torch.where(degenerate, task_hi, hi), se, df)
 
+
+
+def paired_arm_difference(a: torch.Tensor, b: torch.Tensor, alpha: float = 0.05) -> ArmDifference:
+    """Seed-aware interval for mean(a - b) when each seed of a is paired with the same seed of b.
+
+    Args:
+        a: [..., S, T] per-seed, per-task pass rates of arm a (S >= 2 seeds, T >= 2 tasks or templates).
+        b: [..., S, T] the same for arm b, row s the same seed as a's row s (for example one run read at two
+            steps: what it shares up to the earlier one cancels).
+
+    With d = a - b, variance: var_seed(d's per-seed means) / S + var_task(d's per-task means) / T. Under
+    d[s, t] = mu + seed[s] + task[t] + noise[s, t] each term holds the noise's share once, so the sum
+    counts it twice and errs wide. Degrees of freedom by Welch-Satterthwaite over the two terms.
+    """
+    a, b = _f64(a), _f64(b)
+    if a.dim() < 2 or a.shape != b.shape:
+        raise ValueError(f"a and b must be [..., S, T] of the same seeds and tasks, got {tuple(a.shape)}, {tuple(b.shape)}")
+    num_seeds, num_tasks = a.shape[-2], a.shape[-1]
+    if num_seeds < 2 or num_tasks < 2:
+        raise ValueError(f"need >= 2 paired seeds and >= 2 tasks, got {num_seeds} seeds, {num_tasks} tasks")
+    d = a - b  # [..., S, T]
+    seed_term = d.mean(-1).var(-1) / num_seeds  # [...]
+    task_term = d.mean(-2).var(-1) / num_tasks
+    variance = seed_term + task_term
+    pieces = seed_term**2 / (num_seeds - 1) + task_term**2 / (num_tasks - 1)
+    df = torch.where(pieces > 0, variance**2 / pieces.clamp(min=1e-300), torch.full_like(variance, float("inf")))
+    se = variance.sqrt()
+    diff = d.mean((-2, -1))
+    half = t_quantile(1 - alpha / 2, df) * se
+    lo, hi = (diff - half).clamp(min=-1.0), (diff + half).clamp(max=1.0)
+    # every difference equal (two arms pinned at 0 or 1 alike): no spread to measure, which is not certainty
+    _, task_lo, task_hi = paired_task_interval(a.mean(-2), b.mean(-2), alpha)
+    degenerate = variance == 0
+    return ArmDifference(diff, torch.where(degenerate, task_lo, lo), torch.where(degenerate, task_hi, hi), se, df)
