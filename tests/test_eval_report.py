@@ -296,7 +296,8 @@ def test_report_without_a_default_arm_compares_with_the_first_arm(sweep):
 
 
 def _fake_run(root: Path, arm: str, seed: int, per_task: list[int], n: int, heldout: bool,
-              shapes: list[int] | None = None, shapes_val: list[int] | None = None) -> None:
+              shapes: list[int] | None = None, shapes_val: list[int] | None = None,
+              shapes_val_names: list[str] | None = None) -> None:
     score = {"per_task": per_task, "n": n, "tasks_names": [f"t{i}" for i in range(len(per_task))]}
     result = {"config": {"arm": arm, "seed": seed},
               "train": {"late_reward": 0.5 + seed, "late_exploit": 0.0, "final_entropy": 0.2, "sampled_episodes": 64}}
@@ -306,7 +307,7 @@ def _fake_run(root: Path, arm: str, seed: int, per_task: list[int], n: int, held
         result["shapes"] = {"per_task": shapes, "n": n, "tasks_names": [f"s{i}" for i in range(len(shapes))]}
     if shapes_val is not None:
         result["shapes_val"] = {"per_task": shapes_val, "n": n,
-                                "tasks_names": [f"v{i}" for i in range(len(shapes_val))]}
+                                "tasks_names": shapes_val_names or [f"v{i}" for i in range(len(shapes_val))]}
     result["test"] = {"chosen": score, "base": score}
     path = root / f"{arm}_seed{seed}" / "eval.json"
     path.parent.mkdir(parents=True)
@@ -530,6 +531,47 @@ def test_report_shapes_val_table_by_hand_in_report_md_the_console_and_the_page(t
     assert "shapes_val (new function shapes for choosing a recipe)" in console.export_text()
     page = sweep_page(report)
     assert "<h2>shapes_val</h2>" in page and "id='shapes_val'" in page and "<h2>Shapes</h2>" not in page
+
+
+def test_report_shapes_val_table_over_templates_by_hand(tmp_path):
+    """Generated tasks (several per template: the name before its last '-'): the new-shape table adds the
+    same seed-aware interval with each template's tasks averaged into one unit, in the console, report.md
+    and the page; the reference's cell says so, and a table of one task per template has no such column."""
+    from rich.console import Console
+
+    from bugfix_rl.present.ablation_report import write_report
+    from bugfix_rl.present.tables import print_report
+    from bugfix_rl.present.viewer import sweep_page
+
+    names = ["minmax/two_caps-a1", "minmax/two_caps-b2", "minmax/two_caps-c3", "zero/chain-d4", "zero/chain-e5",
+             "init/loop-f6"]
+    val = {("default", 0): [0, 1, 2, 0, 1, 4], ("default", 1): [1, 1, 0, 0, 2, 3], ("default", 2): [0, 0, 1, 1, 1, 4],
+           ("kl", 0): [4, 3, 4, 0, 1, 4], ("kl", 1): [3, 4, 4, 1, 0, 3], ("kl", 2): [4, 4, 3, 0, 1, 4]}
+    for key, counts in val.items():
+        _fake_run(tmp_path, *key, [4, 2], 4, heldout=True, shapes_val=counts, shapes_val_names=names)
+    report = build_report(tmp_path, "default")
+    rates = {arm: torch.tensor([val[arm, s] for s in (0, 1, 2)], dtype=torch.float64) / 4 for arm in ("default", "kl")}
+    over_templates = {arm: torch.stack([r[:, :3].mean(1), r[:, 3:5].mean(1), r[:, 5]], 1) for arm, r in rates.items()}
+    by_hand = arm_difference(over_templates["kl"], over_templates["default"])
+    default, kl = report.shapes_val
+    assert default.diff_over_templates is None
+    assert kl.diff_over_templates == pytest.approx((float(by_hand.diff), float(by_hand.lo), float(by_hand.hi)))
+    over_tasks = arm_difference(rates["kl"], rates["default"])
+    assert kl.diff == pytest.approx((float(over_tasks.diff), float(over_tasks.lo), float(over_tasks.hi)))
+    header, cells = shapes_table(report, "shapes_val")
+    cell = f"{float(by_hand.diff):+.3f} [{float(by_hand.lo):+.3f}, {float(by_hand.hi):+.3f}]"
+    assert header[-1] == "vs default over templates [95% CI]" and cells[0][-1] == "reference" and cells[1][-1] == cell
+    markdown = write_report(report)[0].read_text()
+    assert f"| {cell} |" in markdown and "each of the 3 templates' tasks averaged into one unit" in markdown
+    console = Console(record=True, width=250)
+    print_report(report, console)
+    assert cell in console.export_text()
+    assert cell in sweep_page(report)
+    one_each = tmp_path / "one_each"
+    for key, counts in val.items():
+        _fake_run(one_each, *key, [4, 2], 4, heldout=True, shapes_val=counts)
+    header, _ = shapes_table(build_report(one_each, "default"), "shapes_val")
+    assert not any("over templates" in column for column in header)
 
 
 def test_new_shape_evaluations_that_cannot_be_paired_are_a_note_not_a_failed_report(tmp_path):

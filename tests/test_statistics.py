@@ -116,6 +116,21 @@ def test_paired_arm_difference_by_hand():
     shifted_b[0] += 0.3
     assert float(paired_arm_difference(shifted_a, shifted_b).se) == pytest.approx(float(result.se))
     assert float(arm_difference(shifted_a, shifted_b).se) > float(arm_difference(a, b).se)
+    # four seeds by three tasks, seed and task spreads unequal: a swap of the axes or the unpaired formula shows
+    d = torch.tensor([[0.5, 0.0, 0.0], [0.25, 0.25, 0.0], [0.0, 0.5, 0.25], [0.5, 0.5, 0.5]], dtype=torch.float64)
+    levels = torch.tensor([[0.0], [0.2], [0.1], [0.3]], dtype=torch.float64)  # each seed's own level, in both arms
+    base = levels + torch.tensor([0.0, 0.1, 0.2], dtype=torch.float64)
+    seed_term = torch.tensor([1 / 6, 1 / 6, 1 / 4, 1 / 2], dtype=torch.float64).var().item() / 4  # per-seed means of d
+    task_term = torch.tensor([5 / 16, 5 / 16, 3 / 16], dtype=torch.float64).var().item() / 3  # per-task means of d
+    wide = paired_arm_difference(base + d, base)
+    df = (seed_term + task_term) ** 2 / (seed_term**2 / 3 + task_term**2 / 2)
+    assert float(wide.diff) == pytest.approx(13 / 48)
+    assert float(wide.se) ** 2 == pytest.approx(seed_term + task_term) and float(wide.df) == pytest.approx(df)
+    assert seed_term / 4 * 3 + task_term / 3 * 4 != pytest.approx(seed_term + task_term)  # S and T swapped would show
+    assert float(arm_difference(base + d, base).se) > 1.2 * float(wide.se)  # seeds' own levels counted, not cancelled
+    # no spread at all (every seed and task moves by 0.25): the interval over the seed-averaged tasks instead
+    flat = paired_arm_difference(base + 0.25, base)
+    assert float(flat.se) == 0 and float(flat.lo) < 0.25 < float(flat.hi)
     with pytest.raises(ValueError, match="same seeds and tasks"):
         paired_arm_difference(a[:2], b)
     with pytest.raises(ValueError, match=">= 2 paired seeds"):

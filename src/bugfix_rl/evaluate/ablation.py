@@ -33,6 +33,7 @@ from bugfix_rl.evaluate.coverage_regimes import arms_design_warning
 from bugfix_rl.evaluate.intervals import arm_difference, paired_task_interval
 from bugfix_rl.evaluate.power import minimum_detectable_effect, seeds_needed, units_needed, variance_components
 from bugfix_rl.evaluate.reliability import Z_95, flip_rate, run_noise_floor
+from bugfix_rl.evaluate.stats import several_per_template, template_means
 
 EFFECTS = (0.10, 0.05, 0.02)
 FLOOR = 0.05  # arms with mean pass@1 outside [FLOOR, 1 - FLOOR] are left out of the variance estimates
@@ -127,6 +128,9 @@ class ArmRow:
     task_rates: torch.Tensor  # [S, T]
     mde: float | None = None  # minimum detectable effect of the comparison (80% power); None: tasks only
     seed_aware: bool = True  # False: one of the two arms has a single seed, the interval is over tasks only
+    # the same comparison with each template's tasks averaged into one unit (a generated split's table, not
+    # the reference's row): tasks of one template move together, so for new shapes this is the one to read
+    diff_over_templates: tuple[float, float, float] | None = None
 
 
 def _mean_of(values: list) -> float | None:
@@ -160,6 +164,8 @@ def ablation_rows(arms: dict[str, dict[int, Run]], source: str, reference: str) 
                           " (pass reference=<arm>)")
     order = [reference] + sorted(a for a in arms if a != reference)
     rates = {arm: torch.stack([arms[arm][s].rates[source] for s in sorted(arms[arm])]) for arm in order}  # [S, T]
+    names = [str(name) for name in next(iter(arms[reference].values())).tasks[source]]
+    templates = source in SHAPE_SPLITS and several_per_template(names)
     rows = []
     for arm in order:
         seeds = sorted(arms[arm])
@@ -168,6 +174,9 @@ def ablation_rows(arms: dict[str, dict[int, Run]], source: str, reference: str) 
         row = ArmRow(arm, seeds, per_seed, sum(per_seed) / len(per_seed), None, train, rates[arm])
         if arm != reference:
             row.diff, row.mde, row.seed_aware = compare_arms(rates[arm], rates[reference])
+            if templates:
+                row.diff_over_templates = compare_arms(template_means(rates[arm], names),
+                                                       template_means(rates[reference], names))[0]
         rows.append(row)
     return rows
 

@@ -190,7 +190,8 @@ def paired_arm_difference(a: torch.Tensor, b: torch.Tensor, alpha: float = 0.05)
     diff = d.mean((-2, -1))
     half = t_quantile(1 - alpha / 2, df) * se
     lo, hi = (diff - half).clamp(min=-1.0), (diff + half).clamp(max=1.0)
-    # every difference equal (two arms pinned at 0 or 1 alike): no spread to measure, which is not certainty
+    # every seed's and every task's mean difference equal (two arms pinned at 0 or 1 alike, or a constant
+    # shift): no spread to measure, which is not certainty
     _, task_lo, task_hi = paired_task_interval(a.mean(-2), b.mean(-2), alpha)
     degenerate = variance == 0
     return ArmDifference(diff, torch.where(degenerate, task_lo, lo), torch.where(degenerate, task_hi, hi), se, df)

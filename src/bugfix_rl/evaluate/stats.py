@@ -253,7 +253,12 @@ def _templates(names: Sequence[str]) -> list[str]:
 def several_per_template(names: Sequence[str]) -> bool:
     """Whether the tasks group into two templates or more, one of them with two tasks or more (a generated
     split): only then does an interval over templates differ from the one over tasks."""
-    return 2 <= len(set(_templates(names))) < len(names)
+    return 2 <= template_count(names) < len(names)
+
+
+def template_count(names: Sequence[str]) -> int:
+    """How many templates the tasks come from."""
+    return len(set(_templates(names)))
 
 
 def template_means(rates: torch.Tensor, names: Sequence[str]) -> torch.Tensor:

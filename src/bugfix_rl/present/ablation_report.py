@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bugfix_rl.evaluate.ablation import ArmRow, Report
+from bugfix_rl.evaluate.stats import template_count
 from bugfix_rl.present.report_run import SHAPE_SPLIT_TITLES, SPLIT_LABELS, shape_heading
 
 
@@ -47,18 +48,30 @@ def shape_tables(report: Report) -> list[str]:
 
 def shapes_table(report: Report, split: str = "shapes") -> tuple[list[str], list[list[str]]]:
     """(header, rows) of a new-shape table (`split`: 'shapes' or 'shapes_val'): each arm on those tasks,
-    compared with the reference by the same seed-and-task interval as the main table; empty rows when
-    there is no such table."""
-    header = table_header(report, split)[:SHAPES_COLUMNS]
-    return header, [table_cells(report, row)[:SHAPES_COLUMNS] for row in getattr(report, split) or []]
+    compared with the reference by the same seed-and-task interval as the main table, and for generated
+    tasks (several per template) by that interval over templates too; empty rows when there is no such table."""
+    rows = getattr(report, split) or []
+    header, cells = table_header(report, split)[:SHAPES_COLUMNS], [table_cells(report, row)[:SHAPES_COLUMNS] for row in rows]
+    if any(row.diff_over_templates for row in rows):
+        header.append(f"vs {report.reference} over templates [95% CI]")
+        for row, row_cells in zip(rows, cells):
+            over = row.diff_over_templates
+            row_cells.append("reference" if over is None else f"{over[0]:+.3f} [{over[1]:+.3f}, {over[2]:+.3f}]")
+    return header, cells
 
 
 def describe_shapes(report: Report, split: str = "shapes") -> str:
     run, (title, what) = report.runs[0], SHAPE_SPLIT_TITLES[split]
-    return (f"{title}: pass@1 on {len(run.tasks[split])} `{split}` tasks (eval.json '{split}',"
+    text = (f"{title}: pass@1 on {len(run.tasks[split])} `{split}` tasks (eval.json '{split}',"
             f" chosen checkpoint; {what}), {run.episodes[split]} episodes per task per run; the same"
             f" seeds-and-tasks interval and MDE as above. The first table stays the report's score; this one"
             f" compares the arms on function shapes no arm trained on.")
+    if any(row.diff_over_templates for row in getattr(report, split) or []):
+        templates = template_count([str(name) for name in run.tasks[split]])
+        text += (f" The last column is the same interval with each of the {templates} templates' tasks averaged"
+                 f" into one unit: tasks of one template move together, so for a claim about new shapes it is"
+                 f" the one to read (docs/STATISTICS.md, 'Where the intervals fail').")
+    return text
 
 
 def describe(report: Report) -> str:
