@@ -37,6 +37,7 @@ def main(argv=None) -> None:
     from bugfix_rl.checkpoint import CheckpointError
     from bugfix_rl.errors import UserError
     from bugfix_rl.evaluate.checkpoint_eval import evaluate_policy, load_policy, paired_difference
+    from bugfix_rl.gym.tasks import make_tasks
 
     try:
         policy = load_policy(args.ckpt)
@@ -56,9 +57,14 @@ def main(argv=None) -> None:
               f" {args.split} tasks x {args.n}); not_found {behaviour.get('failed_not_found', 0):.3f}, no_change"
               f" {behaviour.get('failed_no_change', 0):.3f}, malformed {behaviour.get('malformed', 0):.3f} per episode;"
               f" per task {result['per_task']}")
-    d = paired_difference(results["old_string guided"], results["as trained"], args.n)
+    names = [task.name for task in make_tasks(args.split)]
+    d = paired_difference(results["old_string guided"], results["as trained"], args.n, names)
     print(f"guided - as trained, paired over tasks: {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]"
           + (" (trained with the guide: both runs guided)" if trained_with else ""))
+    if "over_templates" in d:
+        over = d["over_templates"]
+        print(f"guided - as trained, paired over the {over['templates']} templates (each one's tasks averaged):"
+              f" {over['diff']:+.3f} [{over['ci'][0]:+.3f}, {over['ci'][1]:+.3f}]")
 
 
 if __name__ == "__main__":

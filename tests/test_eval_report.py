@@ -104,6 +104,22 @@ def test_eval_end_to_end_with_compare(smoke_run, tmp_path, capsys):
     diff = result["paired_diff"]
     rates = [torch.tensor(m["per_task"], dtype=torch.float64) / 4 for m in result["models"]]
     assert diff["diff"] == pytest.approx(float((rates[0] - rates[1]).mean()))
+    assert "over_templates" not in diff and "templates" not in printed  # the book's tasks: one per name
+    # generated tasks (names '<template>-<hash>', several per template): the same comparison over templates too
+    from rich.console import Console
+
+    from bugfix_rl.evaluate.checkpoint_eval import paired_difference
+    from bugfix_rl.present.tables import print_eval
+
+    names = ["minmax/a-1", "minmax/a-2", "zero/b-1", "zero/b-2", "init/c-1"]
+    generated = dict(result, paired_diff=paired_difference(*result["models"], 4, names))
+    units = [torch.stack([r[:2].mean(), r[2:4].mean(), r[4]]) for r in rates]  # each template's tasks averaged
+    over = generated["paired_diff"]["over_templates"]
+    assert over["templates"] == 3 and over["diff"] == pytest.approx(float((units[0] - units[1]).mean()))
+    console = Console(record=True, width=250)
+    print_eval(generated, console)
+    assert (f"the same over the 3 templates (each one's tasks averaged into one unit; for new shapes, read this"
+            f" one): {over['diff']:+.3f} [{over['ci'][0]:+.3f}, {over['ci'][1]:+.3f}]") in console.export_text()
 
 
 def test_eval_same_checkpoint_twice_sees_the_same_stream(smoke_run):

@@ -21,7 +21,7 @@ from bugfix_rl.evaluate.evaluate import (action_sequences, behaviour_stats, infr
 from bugfix_rl.evaluate.intervals import task_mean_interval
 from bugfix_rl.evaluate.coverage_regimes import one_policy_warning
 from bugfix_rl.evaluate.reliability import reliability_summary
-from bugfix_rl.evaluate.stats import mcnemar, paired_summary, pass_at_k, pass_at_k_curve
+from bugfix_rl.evaluate.stats import mcnemar, paired_summary, paired_summary_over_templates, pass_at_k, pass_at_k_curve
 from bugfix_rl.gym.tasks import make_tasks
 
 KS = (1, 4, 8)
@@ -139,10 +139,15 @@ def evaluate_policy(policy: LoadedPolicy, split: str, n: int, seed: int, top: in
     }
 
 
-def paired_difference(a: dict, b: dict, n: int) -> dict:
-    """a - b in pass@1 on the same tasks and stream: the task interval (new tasks) and, under
-    "episodes", the paired SE and McNemar's exact test over episode pairs (these tasks only)."""
+def paired_difference(a: dict, b: dict, n: int, names: list[str]) -> dict:
+    """a - b in pass@1 on the same tasks (`names`) and stream: the task interval (new tasks); under
+    "over_templates", for generated tasks (several per template), that interval with each template's tasks
+    one unit (new shapes); and under "episodes", the paired SE and McNemar's exact test over episode
+    pairs (these tasks only)."""
     summary = paired_summary(a["per_task"], b["per_task"], n)
+    over = paired_summary_over_templates(a["per_task"], b["per_task"], n, names)
+    if over:
+        summary["over_templates"] = over
     summary["episodes"] = mcnemar(torch.tensor(a["outcomes"]), torch.tensor(b["outcomes"]))
     return summary
 
@@ -163,7 +168,7 @@ def run_eval(ckpt: str, split: str, n: int, seed: int, top: int = 5, compare: st
     result = {"split": split, "n": n, "seed": seed, "tasks": [t.name for t in make_tasks(split)],
               "models": [evaluate_policy(p, split, n, seed, top, explain_below) for p in policies]}
     if compare:
-        result["paired_diff"] = paired_difference(result["models"][0], result["models"][1], n)
+        result["paired_diff"] = paired_difference(result["models"][0], result["models"][1], n, result["tasks"])
     return result
 
 

@@ -94,6 +94,11 @@ def print_eval(result: dict, console: Console | None = None) -> None:
         per_task_diffs = " ".join(f"{v:+.2f}" for v in d["per_task"])
         console.print(f"paired difference in pass@1, A - B, over {d['tasks']} tasks on the same seeded stream:"
                       f" {_ci(d, signed=True)}; per task: {per_task_diffs}")
+        if "over_templates" in d:
+            over = d["over_templates"]
+            console.print(f"the same over the {over['templates']} templates (each one's tasks averaged into one unit;"
+                          f" for new shapes, read this one): {over['diff']:+.3f} [{over['ci'][0]:+.3f},"
+                          f" {over['ci'][1]:+.3f}]")
         e = d["episodes"]
         console.print(f"same {e['episodes']} episodes, paired: A only {e['a_only']}, B only {e['b_only']};"
                       f" difference {e['diff']:+.3f}, paired SE {e['se']:.4f} (unpaired {e['unpaired_se']:.4f}),"
