@@ -46,6 +46,8 @@ class AlgoConfig:
     tis_level: str = "token"  # token | sequence
     max_traj_gap: Optional[float] = None  # per-trajectory gap filter: an episode whose largest |log pi_prox - log mu| at a policy token exceeds this leaves the loss (gap_filtered counts them); None = off
     lr: float = 1e-3  # the policy's learning rate (Adam)
+    lr_schedule: str = "constant"  # constant | linear | cosine: each step's lr is lr x its factor (algo/lr_schedule.py)
+    lr_warmup_steps: int = 0  # the factor rises linearly from 0 over these first steps, then follows lr_schedule
     epochs: int = 1  # passes over each step's batch
     minibatches: int = 2  # optimizer steps per epoch: the batch split into this many minibatches
     micro_batch_size: int = 0  # rows per gradient-accumulation micro-batch; 0 = whole minibatch

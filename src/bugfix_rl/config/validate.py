@@ -33,6 +33,7 @@ CHOICES = {
     "trainer.backend": ("auto", "gloo", "nccl"),
     "stop.collapse": ("warn", "stop", "off"),
     "stop.gain": ("point", "interval"),
+    "algo.lr_schedule": ("constant", "linear", "cosine"),  # algo/lr_schedule.py: DECAYS (test_lr_schedule checks)
     "policy.base.lr_schedule": ("constant", "cosine"),  # algo/sft.py: LR_SCHEDULES (test_packing checks they agree)
     "policy.tools_base.lr_schedule": ("constant", "cosine"),
 }
@@ -90,6 +91,9 @@ def validate(cfg) -> None:
         raise ConfigError(f"algo.group_size={algo.group_size} must be >= 2 (group advantages need a group)")
     if algo.loss_mode == "norm_const" and not algo.norm_const:
         raise ConfigError("algo.loss_mode=norm_const needs algo.norm_const > 0")
+    if not 0 <= algo.lr_warmup_steps < cfg.steps:
+        raise ConfigError(f"algo.lr_warmup_steps={algo.lr_warmup_steps} must lie in [0, steps={cfg.steps}) (warm-up"
+                          " steps before the schedule; its first step is taken at lr 0)")
     if algo.minibatches > algo.group_size * algo.prompts_per_step:
         raise ConfigError(f"algo.minibatches={algo.minibatches} exceeds the batch size")
     if not (0 <= algo.clip_low < 1 and 0 <= algo.clip_high < math.inf):

@@ -35,6 +35,7 @@ class Learner:
         self.module = parallel.wrap(model)
         make_optimizer = getattr(model, "make_optimizer", None)  # a policy may bring its own (Qwen3: AdamW)
         self.optimizer = make_optimizer(lr) if make_optimizer else torch.optim.Adam(model.parameters(), lr=lr)
+        self.base_lrs = [group["lr"] for group in self.optimizer.param_groups]  # what lr_factor multiplies
 
     @property
     def distributed(self) -> bool:
@@ -42,10 +43,11 @@ class Learner:
 
     # ------------------------------------------------------------------ rank 0's calls
 
-    def update(self, batch, algo, generator: torch.Generator, ref_model=None) -> dict:
-        """One policy update on `batch` (every rank: its share); the replica then holds the new weights."""
-        self._tell("update", batch, generator.get_state())
-        return self._update(batch, algo, generator, ref_model)
+    def update(self, batch, algo, generator: torch.Generator, ref_model=None, lr_factor: float = 1.0) -> dict:
+        """One policy update on `batch` (every rank: its share) at lr_factor times each parameter group's
+        learning rate (algo/lr_schedule.py); the replica then holds the new weights."""
+        self._tell("update", batch, generator.get_state(), lr_factor)
+        return self._update(batch, algo, generator, ref_model, lr_factor)
 
     def optimizer_state(self) -> dict:
         """The optimizer's whole state_dict in the one-process format (rank 0's; gathered under FSDP2)."""
@@ -75,7 +77,9 @@ class Learner:
         if self.distributed:
             dist.broadcast_object_list([message], src=0)
 
-    def _update(self, batch, algo, generator, ref_model) -> dict:
+    def _update(self, batch, algo, generator, ref_model, lr_factor: float) -> dict:
+        for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs):
+            group["lr"] = base_lr * lr_factor  # (x 1.0 without a schedule: the same float)
         metrics = policy_update(self.module, self.optimizer, batch, algo, generator, ref_model, self.parallel)
         if self.sharded_weights:
             from bugfix_rl.algo.data_parallel import full_state_dict
@@ -138,10 +142,10 @@ def follow(learner: Learner, algo, ref_model=None) -> None:
         if kind == "stop":
             return
         if kind == "update":
-            batch, generator_state = args
+            batch, generator_state, lr_factor = args
             generator = torch.Generator()
             generator.set_state(generator_state)
-            learner._update(batch, algo, generator, ref_model)
+            learner._update(batch, algo, generator, ref_model, lr_factor)
         elif kind == "optimizer_state":
             learner._optimizer_state()
         elif kind == "load_optimizer_state":

@@ -15,6 +15,7 @@ import time
 import torch
 
 from bugfix_rl.algo.advantage_stage import advantage_stage
+from bugfix_rl.algo.lr_schedule import lr_factor
 from bugfix_rl.evaluate.canary_reward import canary_metrics, sample_canaries
 from bugfix_rl.gym.envs import env_sandbox
 from bugfix_rl.gym.generator import training_pool
@@ -109,7 +110,9 @@ class Trainer:
     def update(self, batch: Batch, step: int) -> dict:
         """The learner's policy update on `batch`; raises NonFiniteUpdate after algo.max_nonfinite_skips
         skipped optimizer steps in a row."""
-        metrics = self.learner.update(batch, self.algo, self.generator, self.ref_model)
+        factor = lr_factor(self.algo.lr_schedule, step, self.steps, self.algo.lr_warmup_steps)
+        metrics = self.learner.update(batch, self.algo, self.generator, self.ref_model, factor)
+        metrics["lr"] = self.algo.lr * factor
         self._count_nonfinite(step, metrics)
         return metrics
 
