@@ -583,6 +583,11 @@ def test_report_shapes_val_table_over_templates_by_hand(tmp_path):
     print_report(report, console)
     assert cell in console.export_text()
     assert cell in sweep_page(report)
+    one_seed = tmp_path / "one_seed"  # one seed per arm: the interval leaves seeds out, and says so
+    for key in (("default", 0), ("kl", 0)):
+        _fake_run(one_seed, *key, [4, 2], 4, heldout=True, shapes_val=val[key], shapes_val_names=names)
+    _, cells = shapes_table(build_report(one_seed, "default"), "shapes_val")
+    assert cells[1][4].endswith(" tasks only") and cells[1][-1].endswith(" templates only")
     one_each = tmp_path / "one_each"
     for key, counts in val.items():
         _fake_run(one_each, *key, [4, 2], 4, heldout=True, shapes_val=counts)

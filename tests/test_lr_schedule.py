@@ -23,6 +23,7 @@ def test_factors_by_hand():
     assert lr_factor("cosine", 9, 10, 2) == pytest.approx(0.5 * (1 + math_cos(7 / 8)))
     assert [lr_factor("constant", s, 10, 2) for s in (1, 2, 9)] == [0.5, 1.0, 1.0]
     assert all(lr_factor("constant", s, 10) == 1.0 for s in range(10))  # exactly 1: runs keep their arithmetic
+    assert lr_factor("linear", 12, 10) == 0.0 and lr_factor("cosine", 12, 10) == pytest.approx(0.0)  # past the end
     with pytest.raises(ValueError, match="lr_schedule='step'"):
         lr_factor("step", 0, 10)
 
@@ -58,11 +59,13 @@ def test_a_run_takes_each_steps_learning_rate():
     try:
         first = trainer.step(0)
         unchanged = all(torch.equal(start[k], v) for k, v in model.state_dict().items())
-        rows = [first, trainer.step(1), trainer.step(2)]
+        rows, used = [first], [trainer.learner.optimizer.param_groups[0]["lr"]]
+        for step in (1, 2):
+            rows.append(trainer.step(step))
+            used.append(trainer.learner.optimizer.param_groups[0]["lr"])  # what Adam stepped with
     finally:
         trainer.close()
         close_env()
-    assert [row["lr"] for row in rows] == pytest.approx([0.0, 1e-3, 5e-4])
+    assert [row["lr"] for row in rows] == pytest.approx([0.0, 1e-3, 5e-4]) and used == pytest.approx([0.0, 1e-3, 5e-4])
     assert unchanged and first["grad_norm"] > 0  # a gradient, taken at lr 0
     assert any(not torch.equal(start[k], v) for k, v in model.state_dict().items())
-    assert [group["lr"] for group in trainer.learner.optimizer.param_groups] == pytest.approx([5e-4])

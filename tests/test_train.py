@@ -107,11 +107,13 @@ def test_sampler_records_token_in_token_out(rl_base, tokenizer):
     assert metrics["logp_gap"] < 1e-4
 
 
-@pytest.mark.parametrize("algo", [{}, {"algo.kl_coef": 0.05, "algo.kl_kind": "k3"}], ids=["no_kl", "kl_in_loss"])
+@pytest.mark.parametrize("algo", [{}, {"algo.kl_coef": 0.05, "algo.kl_kind": "k3", "algo.lr_schedule": "linear",
+                                      "algo.lr_warmup_steps": 1}], ids=["no_kl", "kl_in_loss_lr_schedule"])
 def test_resume_from_checkpoint_is_bit_identical(tmp_path, algo):
     """A run stopped after its step-2 checkpoint and resumed from it ends with the same weights; with
     KL in the loss this needs the resumed run's reference to be the starting policy, not the resumed
-    weights (algo=grpo_kl's KL)."""
+    weights (algo=grpo_kl's KL); with an lr schedule, each step's lr from its step, not the one the
+    checkpoint's optimizer state saved."""
     from bugfix_rl.checkpoint import load_checkpoint
 
     full = small_config(**{"eval.ckpt_every": 2, "steps": 4, **algo})
@@ -124,6 +126,8 @@ def test_resume_from_checkpoint_is_bit_identical(tmp_path, algo):
     assert all(torch.equal(a[k], b[k]) for k in a if k.startswith("model."))
     rows = [json.loads(line) for line in open(tmp_path / "resumed" / "metrics.jsonl")]
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    full_rows = [json.loads(line) for line in open(tmp_path / "full" / "metrics.jsonl")]
+    assert [r["lr"] for r in rows] == [r["lr"] for r in full_rows]
 
 
 def test_weights_only_checkpoint_cannot_resume(tmp_path):

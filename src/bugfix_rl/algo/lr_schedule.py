@@ -26,4 +26,5 @@ def lr_factor(schedule: str, step: int, steps: int, warmup: int = 0) -> float:
         raise ValueError(f"lr_schedule={schedule!r}; valid: {', '.join(DECAYS)}")
     if step < warmup:
         return step / warmup
-    return DECAYS[schedule]((step - warmup) / max(1, steps - warmup))
+    # a step past the run's end (a bench that runs steps + 1) stays at the end's factor: never below 0
+    return DECAYS[schedule](min(1.0, (step - warmup) / max(1, steps - warmup)))

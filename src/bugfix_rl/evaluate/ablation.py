@@ -130,7 +130,7 @@ class ArmRow:
     seed_aware: bool = True  # False: one of the two arms has a single seed, the interval is over tasks only
     # the same comparison with each template's tasks averaged into one unit (a generated split's table, not
     # the reference's row): tasks of one template move together, so for new shapes this is the one to read
-    diff_over_templates: tuple[float, float, float] | None = None
+    diff_over_templates: tuple[float, float, float] | None = None  # (seed-aware as `seed_aware` says)
 
 
 def _mean_of(values: list) -> float | None:

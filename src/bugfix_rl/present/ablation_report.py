@@ -56,7 +56,8 @@ def shapes_table(report: Report, split: str = "shapes") -> tuple[list[str], list
         header.append(f"vs {report.reference} over templates [95% CI]")
         for row, row_cells in zip(rows, cells):
             over = row.diff_over_templates
-            row_cells.append("reference" if over is None else f"{over[0]:+.3f} [{over[1]:+.3f}, {over[2]:+.3f}]")
+            row_cells.append("reference" if over is None else f"{over[0]:+.3f} [{over[1]:+.3f}, {over[2]:+.3f}]"
+                             + ("" if row.seed_aware else " templates only"))
     return header, cells
 
 
