@@ -60,7 +60,7 @@ def rows(label: str, results: list[dict]) -> list[str]:
         names = pairs[0][1].get("tasks_names") or []
         if any((p[0].get("tasks_names") or []) != names or (p[1].get("tasks_names") or []) != names for p in pairs):
             sys.exit(f"error: the runs read different {name} tasks")
-        if split in ("shapes", "shapes_val") and several_per_template(names):
+        if several_per_template(names):  # generated tasks (shapes, shapes_val): over their templates too
             start_units, chosen_units = template_means(start, names), template_means(chosen, names)  # [seeds, K]
             templates = start_units.shape[-1]
             (diff, lo, hi), _, _ = compare_arms(chosen_units, start_units)

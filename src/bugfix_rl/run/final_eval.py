@@ -158,7 +158,7 @@ def split_evaluation(pair: BaseAndChosen, split: str, n: int, seed: int, label: 
                      episodes: dict, advance) -> dict:
     """The chosen checkpoint, then the run's starting policy, on the same tasks and stream of `split`
     (heldout, shapes or shapes_val): {split, split_base, split_paired_diff}, before vs after paired over tasks
-    (and, for shapes and shapes_val, under "over_templates" over their templates), with transcripts; the
+    (and, for generated tasks, under "over_templates" over their templates), with transcripts; the
     viewer gets these episodes when there was no test evaluation before."""
     chosen_sampled, base_sampled = [], []
     chosen = evaluate_with_transcripts(pair.chosen, pair.tokenizer, pair.make_env, split, n, seed, pair.temperature,
@@ -168,10 +168,10 @@ def split_evaluation(pair: BaseAndChosen, split: str, n: int, seed: int, label: 
                                      run_dir / "transcripts" / f"{split}_base.txt", base_sampled)
     advance(f"{label} base")
     paired_diff = paired_summary(chosen["per_task"], base["per_task"], n)
-    if split in ("shapes", "shapes_val"):  # generated from templates: the interval over them too
-        over = paired_summary_over_templates(chosen["per_task"], base["per_task"], n, chosen["tasks_names"])
-        if over is not None:
-            paired_diff["over_templates"] = over
+    # generated tasks (several per template: shapes, shapes_val): the interval over templates too
+    over = paired_summary_over_templates(chosen["per_task"], base["per_task"], n, chosen["tasks_names"])
+    if over is not None:
+        paired_diff["over_templates"] = over
     if not episodes:  # the viewer shows the test episodes when there are any, else held-out, shapes, shapes_val
         names = chosen["tasks_names"]
         episodes[f"{label}, RL base"] = pick_episodes(base_sampled, names, n)
