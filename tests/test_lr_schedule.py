@@ -24,6 +24,11 @@ def test_factors_by_hand():
     assert [lr_factor("constant", s, 10, 2) for s in (1, 2, 9)] == [0.5, 1.0, 1.0]
     assert all(lr_factor("constant", s, 10) == 1.0 for s in range(10))  # exactly 1: runs keep their arithmetic
     assert lr_factor("linear", 12, 10) == 0.0 and lr_factor("cosine", 12, 10) == pytest.approx(0.0)  # past the end
+    # warmup-stable-decay: 90 steps, the last 30 decaying; the first 60 exactly those of a constant run
+    assert all(lr_factor("cosine", s, 90, decay=30) == 1.0 for s in range(61))
+    assert lr_factor("cosine", 75, 90, decay=30) == pytest.approx(0.5)
+    assert lr_factor("linear", 84, 90, warmup=2, decay=30) == pytest.approx(0.2)
+    assert [lr_factor("linear", s, 90, warmup=2, decay=30) for s in (1, 2, 59)] == [0.5, 1.0, 1.0]
     with pytest.raises(ValueError, match="lr_schedule='step'"):
         lr_factor("step", 0, 10)
 
@@ -39,6 +44,10 @@ def test_the_schedules_validation_allows_are_the_ones_that_exist():
     for warmup in (-1, 3):
         with pytest.raises(ConfigError, match=rf"algo.lr_warmup_steps={warmup} must lie in \[0, steps=3\)"):
             validate(small_config(**{"algo.lr_warmup_steps": warmup}))
+    for decay in (-1, 3):
+        with pytest.raises(ConfigError, match=rf"algo.lr_decay_steps={decay} must lie in \[0, steps - lr_warmup_steps = 2\]"):
+            validate(small_config(**{"algo.lr_warmup_steps": 1, "algo.lr_decay_steps": decay}))
+    validate(small_config(**{"algo.lr_warmup_steps": 1, "algo.lr_decay_steps": 2}))
     with pytest.raises(ConfigError, match="algo.lr_schedule='step' is not allowed"):
         validate(small_config(**{"algo.lr_schedule": "step"}))
 

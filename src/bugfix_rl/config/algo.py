@@ -48,6 +48,7 @@ class AlgoConfig:
     lr: float = 1e-3  # the policy's learning rate (Adam)
     lr_schedule: str = "constant"  # constant | linear | cosine: each step's lr is lr x its factor (algo/lr_schedule.py)
     lr_warmup_steps: int = 0  # the factor rises linearly from 0 over these first steps, then follows lr_schedule
+    lr_decay_steps: int = 0  # 0: decay over every step after the warm-up; N: hold lr until the last N steps, decay over those
     epochs: int = 1  # passes over each step's batch
     minibatches: int = 2  # optimizer steps per epoch: the batch split into this many minibatches
     micro_batch_size: int = 0  # rows per gradient-accumulation micro-batch; 0 = whole minibatch

@@ -110,7 +110,7 @@ class Trainer:
     def update(self, batch: Batch, step: int) -> dict:
         """The learner's policy update on `batch`; raises NonFiniteUpdate after algo.max_nonfinite_skips
         skipped optimizer steps in a row."""
-        factor = lr_factor(self.algo.lr_schedule, step, self.steps, self.algo.lr_warmup_steps)
+        factor = lr_factor(self.algo.lr_schedule, step, self.steps, self.algo.lr_warmup_steps, self.algo.lr_decay_steps)
         metrics = self.learner.update(batch, self.algo, self.generator, self.ref_model, factor)
         metrics["lr"] = self.algo.lr * factor
         self._count_nonfinite(step, metrics)
