@@ -230,12 +230,10 @@ def main() -> None:
                      "split's templates, which says nothing of a ceiling on shapes_val (use --arms training)")
     if not 0 <= args.widen_edits <= 1 or args.widen_lines < 1:
         parser.error("--widen-edits takes a share in [0, 1] and --widen-lines a count of at least 1")
-    try:
-        cfg = composed(args.exp, args.seed, args.threads, args.set)
+    try:  # --steps composed with the rest, so that validation sees it (an lr schedule's steps, --read-at)
+        cfg = composed(args.exp, args.seed, args.threads, [*args.set, *([f"steps={args.steps}"] if args.steps else [])])
     except UserError as err:
         parser.error(str(err))
-    if args.steps:
-        cfg.steps = args.steps
     if any(not 0 < step < cfg.steps for step in args.read_at):
         parser.error(f"--read-at takes steps strictly between 0 and the run's last ({cfg.steps})")
     if cfg.env.generated_tasks <= 0:

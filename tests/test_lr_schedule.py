@@ -46,8 +46,10 @@ def test_the_schedules_validation_allows_are_the_ones_that_exist():
             validate(small_config(**{"algo.lr_warmup_steps": warmup}))
     for decay in (-1, 3):
         with pytest.raises(ConfigError, match=rf"algo.lr_decay_steps={decay} must lie in \[0, steps - lr_warmup_steps = 2\]"):
-            validate(small_config(**{"algo.lr_warmup_steps": 1, "algo.lr_decay_steps": decay}))
-    validate(small_config(**{"algo.lr_warmup_steps": 1, "algo.lr_decay_steps": 2}))
+            validate(small_config(**{"algo.lr_warmup_steps": 1, "algo.lr_decay_steps": decay, "algo.lr_schedule": "linear"}))
+    validate(small_config(**{"algo.lr_warmup_steps": 1, "algo.lr_decay_steps": 2, "algo.lr_schedule": "linear"}))
+    with pytest.raises(ConfigError, match="algo.lr_decay_steps=2 decays lr over the last steps: it needs algo.lr_schedule"):
+        validate(small_config(**{"algo.lr_decay_steps": 2}))
     with pytest.raises(ConfigError, match="algo.lr_schedule='step' is not allowed"):
         validate(small_config(**{"algo.lr_schedule": "step"}))
 

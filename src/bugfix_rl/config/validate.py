@@ -97,6 +97,9 @@ def validate(cfg) -> None:
     if not 0 <= algo.lr_decay_steps <= cfg.steps - algo.lr_warmup_steps:
         raise ConfigError(f"algo.lr_decay_steps={algo.lr_decay_steps} must lie in [0, steps - lr_warmup_steps ="
                           f" {cfg.steps - algo.lr_warmup_steps}] (the last steps, over which lr decays; 0 = all after warm-up)")
+    if algo.lr_decay_steps and algo.lr_schedule == "constant":
+        raise ConfigError(f"algo.lr_decay_steps={algo.lr_decay_steps} decays lr over the last steps: it needs"
+                          " algo.lr_schedule=linear or cosine (constant never decays)")
     if algo.minibatches > algo.group_size * algo.prompts_per_step:
         raise ConfigError(f"algo.minibatches={algo.minibatches} exceeds the batch size")
     if not (0 <= algo.clip_low < 1 and 0 <= algo.clip_high < math.inf):
