@@ -4,7 +4,8 @@ check_composed runs `check_inputs` on each composed config (each run of a sweep)
 is one line, exit 2, and no folder: a `resume=` or `policy.init=` checkpoint that is missing, corrupt,
 without resume state, trained on another env or not fitting the configured policy; a Qwen3 model that
 is neither local nor cached; `starts` settings; an output dir that cannot be created; a `resume=` folder
-without checkpoints (a run dir stands for its last checkpoint: resume_checkpoint). Each check goes
+without checkpoints (a run dir stands for its last checkpoint: resume_checkpoint); a `resume=` whose
+learning-rate schedule differs from this run's (schedule_mismatch). Each check goes
 through the loader the command itself uses (load_checkpoint, build_policy, the tokenizer loader), so
 it passes only where the command would get past the same input.
 """
@@ -171,7 +172,28 @@ def check_resume(cfg) -> None:
     if list(validated) != list(cfg.eval.val_splits):
         raise UserError(f"resume={path} was validated on eval.val_splits=[{','.join(validated)}], this run on "
                         f"[{','.join(cfg.eval.val_splits)}]: resume with eval.val_splits=[{','.join(validated)}]")
+    mismatch = schedule_mismatch((meta.get("config") or {}), cfg)
+    if mismatch:
+        raise UserError(f"resume={path} {mismatch}")
     _check_fits("resume", path, cfg, _tokenizer(cfg))
+
+
+def schedule_mismatch(saved: dict, cfg) -> str | None:
+    """Why resuming a run whose config was `saved` (a checkpoint's meta) under `cfg` would give its
+    remaining steps other learning rates than the run it continues (algo/lr_schedule.py), or None. A
+    constant rate does not depend on the run's length, so only a decaying schedule ties `steps`."""
+    algo = saved.get("algo") or {}
+    keys = ("lr_schedule", "lr_warmup_steps", "lr_decay_steps")
+    was = dict(zip(keys, (algo.get(keys[0], "constant"), algo.get(keys[1], 0), algo.get(keys[2], 0))))
+    now = {key: getattr(cfg.algo, key) for key in keys}
+    settings = [f"algo.{key}={value}" for key, value in was.items()]
+    if was != now:
+        return (f"was trained with {' '.join(settings)}, this run has "
+                f"{' '.join(f'algo.{key}={value}' for key, value in now.items())}: resume with {' '.join(settings)}")
+    if was["lr_schedule"] != "constant" and saved.get("steps") not in (None, cfg.steps):
+        return (f"decays its learning rate over steps={saved['steps']}, this run has steps={cfg.steps} (other rates"
+                f" for the steps left): resume with steps={saved['steps']}")
+    return None
 
 
 def last_checkpoint(run_dir: Path) -> Path | None:
