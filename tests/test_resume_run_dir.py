@@ -40,32 +40,31 @@ def test_resume_from_a_run_dir_equals_resume_from_its_last_checkpoint(tmp_path):
     assert all(torch.equal(by_dir[name], by_file[name]) for name in by_file)
     trained = load_file(last)
     assert any(not torch.equal(by_file[name], trained[name]) for name in trained if name.startswith("model."))
-    # the checkpoint's run took a constant rate: a schedule now would give the steps left other rates
+    # the checkpoint's run took a constant rate: a schedule whose first 2 steps differ cannot continue it
     refused = cli_result("train", *SMOKE, "steps=3", f"resume={last}", "algo.lr_schedule=cosine", cwd=tmp_path)
     assert refused.returncode == 2 and refused.stderr.strip().endswith(
-        "was trained with algo.lr_schedule=constant algo.lr_warmup_steps=0 algo.lr_decay_steps=0, this run has"
-        " algo.lr_schedule=cosine algo.lr_warmup_steps=0 algo.lr_decay_steps=0: resume with"
-        " algo.lr_schedule=constant algo.lr_warmup_steps=0 algo.lr_decay_steps=0")
+        "took other learning rates in its first 2 steps than this run's settings give them: resume with"
+        " algo.lr_schedule=constant algo.lr_warmup_steps=0 algo.lr_decay_steps=0 steps=2, or start a new run"
+        " from its weights with policy.init=<the checkpoint>")
 
 
-def test_a_decaying_schedule_ties_the_resumed_runs_length():
-    """A constant rate may be resumed into a longer run (steps=3 from a 2-step run, above); a decaying one
-    may not: its rates depend on the run's length. Checkpoints from before the schedule (no keys) read as
-    constant."""
+def test_a_resume_must_agree_on_the_rates_of_the_steps_taken_only():
+    """Resuming continues a run only if every step it took had the rate this run's settings give that
+    step; the steps to come may differ (a longer run, a decay added at the end). Checkpoints from before
+    the schedule (no keys) read as constant."""
     from bugfix_rl.commands.inputs import schedule_mismatch
     from bugfix_rl.config import TrainConfig
 
     cfg = TrainConfig()
-    cfg.steps, cfg.algo.lr_schedule, cfg.algo.lr_decay_steps = 90, "cosine", 30
+    cfg.steps, cfg.algo.lr_schedule, cfg.algo.lr_decay_steps = 120, "cosine", 30  # stable until step 90
     saved = {"steps": 90, "algo": {"lr_schedule": "cosine", "lr_warmup_steps": 0, "lr_decay_steps": 30}}
-    assert schedule_mismatch(saved, cfg) is None
-    assert schedule_mismatch({**saved, "steps": 60}, cfg) == (
-        "decays its learning rate over steps=60, this run has steps=90 (other rates for the steps left):"
-        " resume with steps=60")
-    constant = TrainConfig()
-    constant.steps = 120
-    assert schedule_mismatch({"steps": 60, "algo": {"lr": 1e-3}}, constant) is None  # before the schedule
-    assert "was trained with algo.lr_schedule=constant" in schedule_mismatch({"steps": 90, "algo": {}}, cfg)
+    assert schedule_mismatch(saved, cfg, 60) is None  # 90 -> 120 steps from a stable-phase checkpoint
+    assert schedule_mismatch({"steps": 60, "algo": {"lr": 1e-3}}, cfg, 60) is None  # constant, then a decay added
+    refused = schedule_mismatch(saved, cfg, 75)  # step 60-74 decayed in the 90-step run, not in this one
+    assert refused.startswith("took other learning rates in its first 75 steps") and "steps=90" in refused
+    assert schedule_mismatch(saved, cfg, 0) is None  # a checkpoint before any step continues anything
+    unreadable = schedule_mismatch({"steps": 90, "algo": {"lr_schedule": "step"}}, cfg, 5)
+    assert unreadable.startswith("has a learning-rate schedule this version cannot read (lr_schedule='step'")
 
 
 def test_a_run_dirs_last_checkpoint_is_its_highest_step(tmp_path):

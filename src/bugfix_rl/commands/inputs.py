@@ -5,7 +5,7 @@ is one line, exit 2, and no folder: a `resume=` or `policy.init=` checkpoint tha
 without resume state, trained on another env or not fitting the configured policy; a Qwen3 model that
 is neither local nor cached; `starts` settings; an output dir that cannot be created; a `resume=` folder
 without checkpoints (a run dir stands for its last checkpoint: resume_checkpoint); a `resume=` whose
-learning-rate schedule differs from this run's (schedule_mismatch). Each check goes
+steps taken had other learning rates than this run's schedule gives them (schedule_mismatch). Each check goes
 through the loader the command itself uses (load_checkpoint, build_policy, the tokenizer loader), so
 it passes only where the command would get past the same input.
 """
@@ -172,28 +172,33 @@ def check_resume(cfg) -> None:
     if list(validated) != list(cfg.eval.val_splits):
         raise UserError(f"resume={path} was validated on eval.val_splits=[{','.join(validated)}], this run on "
                         f"[{','.join(cfg.eval.val_splits)}]: resume with eval.val_splits=[{','.join(validated)}]")
-    mismatch = schedule_mismatch((meta.get("config") or {}), cfg)
+    mismatch = schedule_mismatch((meta.get("config") or {}), cfg, int(meta.get("step", 0)))
     if mismatch:
         raise UserError(f"resume={path} {mismatch}")
     _check_fits("resume", path, cfg, _tokenizer(cfg))
 
 
-def schedule_mismatch(saved: dict, cfg) -> str | None:
-    """Why resuming a run whose config was `saved` (a checkpoint's meta) under `cfg` would give its
-    remaining steps other learning rates than the run it continues (algo/lr_schedule.py), or None. A
-    constant rate does not depend on the run's length, so only a decaying schedule ties `steps`."""
+def schedule_mismatch(saved: dict, cfg, taken: int) -> str | None:
+    """Why resuming, under `cfg`, a run whose config was `saved` (a checkpoint's meta) after `taken` steps
+    would not continue it as `cfg` would have run from the start, or None: some step already taken had a
+    learning rate (algo/lr_schedule.py) other than `cfg`'s schedule gives it. Steps still to come may
+    follow a new schedule (a longer run, a decay added to a constant run); checkpoints from before the
+    schedule read as constant."""
+    from bugfix_rl.algo.lr_schedule import lr_factor
+
     algo = saved.get("algo") or {}
-    keys = ("lr_schedule", "lr_warmup_steps", "lr_decay_steps")
-    was = dict(zip(keys, (algo.get(keys[0], "constant"), algo.get(keys[1], 0), algo.get(keys[2], 0))))
-    now = {key: getattr(cfg.algo, key) for key in keys}
-    settings = [f"algo.{key}={value}" for key, value in was.items()]
-    if was != now:
-        return (f"was trained with {' '.join(settings)}, this run has "
-                f"{' '.join(f'algo.{key}={value}' for key, value in now.items())}: resume with {' '.join(settings)}")
-    if was["lr_schedule"] != "constant" and saved.get("steps") not in (None, cfg.steps):
-        return (f"decays its learning rate over steps={saved['steps']}, this run has steps={cfg.steps} (other rates"
-                f" for the steps left): resume with steps={saved['steps']}")
-    return None
+    was = (algo.get("lr_schedule", "constant"), algo.get("lr_warmup_steps", 0), algo.get("lr_decay_steps", 0))
+    now = (cfg.algo.lr_schedule, cfg.algo.lr_warmup_steps, cfg.algo.lr_decay_steps)
+    steps = saved.get("steps", cfg.steps)
+    try:
+        if all(lr_factor(was[0], step, steps, *was[1:]) == lr_factor(now[0], step, cfg.steps, *now[1:])
+               for step in range(taken)):
+            return None
+    except (ValueError, TypeError, ZeroDivisionError) as err:  # a config edited by hand
+        return f"has a learning-rate schedule this version cannot read ({err})"
+    settings = f"algo.lr_schedule={was[0]} algo.lr_warmup_steps={was[1]} algo.lr_decay_steps={was[2]} steps={steps}"
+    return (f"took other learning rates in its first {taken} steps than this run's settings give them: resume with"
+            f" {settings}, or start a new run from its weights with policy.init=<the checkpoint>")
 
 
 def last_checkpoint(run_dir: Path) -> Path | None:
