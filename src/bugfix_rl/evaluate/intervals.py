@@ -143,23 +143,27 @@ def arm_difference(a: torch.Tensor, b: torch.Tensor, alpha: float = 0.05) -> Arm
     seeds_a, seeds_b, num_tasks = a.shape[-2], b.shape[-2], a.shape[-1]
     if min(seeds_a, seeds_b) < 2 or num_tasks < 2:
         raise ValueError(f"need >= 2 seeds per arm and >= 2 tasks, got {seeds_a}, {seeds_b} seeds, {num_tasks} tasks")
-    seed_term_a = a.mean(-1).var(-1) / seeds_a  # [...]
-    seed_term_b = b.mean(-1).var(-1) / seeds_b
     task_diffs = a.mean(-2) - b.mean(-2)  # [..., T]
-    task_term = task_diffs.var(-1) / num_tasks
-    variance = seed_term_a + seed_term_b + task_term
-    pieces = seed_term_a**2 / (seeds_a - 1) + seed_term_b**2 / (seeds_b - 1) + task_term**2 / (num_tasks - 1)
+    terms = [(a.mean(-1).var(-1) / seeds_a, seeds_a), (b.mean(-1).var(-1) / seeds_b, seeds_b),
+             (task_diffs.var(-1) / num_tasks, num_tasks)]  # ([...] variance term, its units)
+    return _welch_interval(task_diffs.mean(-1), terms, a, b, alpha)
+
+
+def _welch_interval(diff: torch.Tensor, terms: list, a: torch.Tensor, b: torch.Tensor, alpha: float) -> ArmDifference:
+    """The t-interval around `diff` [...] whose variance is the sum of `terms` ([...] term, the units it was
+    averaged over), degrees of freedom by Welch-Satterthwaite; a, b: the [..., S, T] rates it came from."""
+    variance = sum(term for term, _ in terms)
+    pieces = sum(term**2 / (units - 1) for term, units in terms)
     df = torch.where(pieces > 0, variance**2 / pieces.clamp(min=1e-300), torch.full_like(variance, float("inf")))
     se = variance.sqrt()
-    diff = task_diffs.mean(-1)
     half = t_quantile(1 - alpha / 2, df) * se
     lo, hi = (diff - half).clamp(min=-1.0), (diff + half).clamp(max=1.0)
-    # every cell constant (two arms pinned at 0 or 1): no spread to measure, which is not certainty;
-    # fall back on the interval over the seed-averaged tasks, which bounds the spread instead
+    # no spread to measure (every cell constant: two arms pinned at 0 or 1; or, paired, every seed's and
+    # task's mean difference equal), which is not certainty: fall back on the interval over the
+    # seed-averaged tasks, which bounds the spread instead
     _, task_lo, task_hi = paired_task_interval(a.mean(-2), b.mean(-2), alpha)
     degenerate = variance == 0
     return ArmDifference(diff, torch.where(degenerate, task_lo, lo), torch.where(degenerate, task_hi, hi), se, df)
-
 
 
 def paired_arm_difference(a: torch.Tensor, b: torch.Tensor, alpha: float = 0.05) -> ArmDifference:
@@ -181,17 +185,5 @@ def paired_arm_difference(a: torch.Tensor, b: torch.Tensor, alpha: float = 0.05)
     if num_seeds < 2 or num_tasks < 2:
         raise ValueError(f"need >= 2 paired seeds and >= 2 tasks, got {num_seeds} seeds, {num_tasks} tasks")
     d = a - b  # [..., S, T]
-    seed_term = d.mean(-1).var(-1) / num_seeds  # [...]
-    task_term = d.mean(-2).var(-1) / num_tasks
-    variance = seed_term + task_term
-    pieces = seed_term**2 / (num_seeds - 1) + task_term**2 / (num_tasks - 1)
-    df = torch.where(pieces > 0, variance**2 / pieces.clamp(min=1e-300), torch.full_like(variance, float("inf")))
-    se = variance.sqrt()
-    diff = d.mean((-2, -1))
-    half = t_quantile(1 - alpha / 2, df) * se
-    lo, hi = (diff - half).clamp(min=-1.0), (diff + half).clamp(max=1.0)
-    # every seed's and every task's mean difference equal (two arms pinned at 0 or 1 alike, or a constant
-    # shift): no spread to measure, which is not certainty
-    _, task_lo, task_hi = paired_task_interval(a.mean(-2), b.mean(-2), alpha)
-    degenerate = variance == 0
-    return ArmDifference(diff, torch.where(degenerate, task_lo, lo), torch.where(degenerate, task_hi, hi), se, df)
+    terms = [(d.mean(-1).var(-1) / num_seeds, num_seeds), (d.mean(-2).var(-1) / num_tasks, num_tasks)]
+    return _welch_interval(d.mean((-2, -1)), terms, a, b, alpha)
