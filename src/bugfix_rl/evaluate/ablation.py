@@ -165,7 +165,7 @@ def ablation_rows(arms: dict[str, dict[int, Run]], source: str, reference: str) 
     order = [reference] + sorted(a for a in arms if a != reference)
     rates = {arm: torch.stack([arms[arm][s].rates[source] for s in sorted(arms[arm])]) for arm in order}  # [S, T]
     names = [str(name) for name in next(iter(arms[reference].values())).tasks[source]]
-    templates = source in SHAPE_SPLITS and several_per_template(names)
+    templates = several_per_template(names)  # generated tasks (shapes, shapes_val); the book's are one per name
     rows = []
     for arm in order:
         seeds = sorted(arms[arm])
