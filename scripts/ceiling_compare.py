@@ -1,7 +1,8 @@
 """Two arms of `scripts/shapes_ceiling.py` runs, seed-aware: the numbers its reading rules judge.
 
     .venv/bin/python scripts/ceiling_compare.py --a widen0.json widen1.json widen2.json \
-        --b control0.json control1.json control2.json [--arm training] [--a-step 30] [--b-step 60] [--paired]
+        --b control0.json control1.json control2.json [--arm training] [--a-step 30] [--b-step 60] [--paired] \
+        [--alpha 0.0294]
 
 Each file is one seed's `shapes_ceiling.py --out` (the same arm in every file). For the split the runs
 read at their steps (`shapes`, or `shapes_val` with --split; all files must have read the same one) at
@@ -13,6 +14,9 @@ then.
 `--paired` pairs the files seed by seed (a's and b's seeds must be the same, in the same order) and uses
 evaluate/intervals.paired_arm_difference: for one run read at two steps (`--a run*.json --b run*.json
 --a-step 90 --b-step 60`), where what a seed shares up to the earlier step cancels.
+`--alpha` sets the intervals' two-sided level (default 0.05, a 95% interval): a design that looks at its
+runs more than once judges each look at a smaller level (Pocock's two looks: 0.0294 each, a 97.06%
+interval), and every interval line then names its level.
 
 Beside each difference, the same interval over templates: each template's tasks averaged into one unit (a
 task's name is its template's, then '-' and a hash: gym/generator.template_id), so the interval asks what
@@ -68,7 +72,11 @@ def main() -> None:
     parser.add_argument("--a-step", type=int, help="read arm a's split at this step (default: its last)")
     parser.add_argument("--b-step", type=int, help="read arm b's split at this step (default: its last)")
     parser.add_argument("--paired", action="store_true", help="pair a's and b's files seed by seed (the same seeds, in order)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="the intervals' two-sided level (default 0.05: 95%%)")
     args = parser.parse_args()
+    if not 0 < args.alpha < 1:
+        raise SystemExit(f"error: --alpha must lie between 0 and 1, got {args.alpha}")
+    level = "" if args.alpha == 0.05 else f", {100 * (1 - args.alpha):.2f}% interval"
     at_the_end = args.a_step is None and args.b_step is None
     for split in ("shapes", "heldout") if at_the_end else ("shapes",):
         (a, seeds_a, read_a, names_a), (b, seeds_b, read_b, names_b) = (
@@ -90,15 +98,15 @@ def main() -> None:
             raise SystemExit(f"error: --paired needs the same seeds in a and b, in order; got {seeds_a} and {seeds_b}")
         difference = paired_arm_difference if args.paired else arm_difference
         seeds = f"paired by seed: {a.shape[0]} seeds" if args.paired else f"seed-aware: {a.shape[0]} + {b.shape[0]} seeds"
-        diff = difference(a, b)
+        diff = difference(a, b, args.alpha)
         print(f"{name}: a - b {float(diff.diff):+.3f} [{float(diff.lo):+.3f}, {float(diff.hi):+.3f}] "
-              f"({seeds}, {a.shape[1]} tasks)")
+              f"({seeds}, {a.shape[1]} tasks{level})")
         # files without task names (hand-made ones) and the book's held-out tasks (one per name) get no second line
         if several_per_template(names_a):
             ta, tb = template_means(a, names_a), template_means(b, names_b)
-            over = difference(ta, tb)
+            over = difference(ta, tb, args.alpha)
             print(f"{name}: a - b {float(over.diff):+.3f} [{float(over.lo):+.3f}, {float(over.hi):+.3f}] "
-                  f"over templates ({seeds}, {ta.shape[1]} templates, each its tasks' mean)")
+                  f"over templates ({seeds}, {ta.shape[1]} templates, each its tasks' mean{level})")
 
 
 if __name__ == "__main__":

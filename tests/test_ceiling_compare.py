@@ -130,3 +130,27 @@ def test_paired_reads_one_run_at_two_steps_and_refuses_other_seeds(tmp_path, mon
     assert width(tasks_line) < width(next(line for line in unpaired if "a - b" in line and "over" not in line))
     with pytest.raises(SystemExit, match=r"--paired needs the same seeds in a and b, in order; got \[0, 1, 2\] and \[2, 1, 0\]"):
         _compare(monkeypatch, capsys, "--a", *runs, "--b", *reversed(runs), "--paired")
+
+
+def test_alpha_sets_every_intervals_level_and_names_it(tmp_path, monkeypatch, capsys):
+    """--alpha 0.0294 (Pocock's level for two looks) gives paired_arm_difference's interval at that level,
+    wider than the 95% one, and each interval line names it; a level outside (0, 1) is one line."""
+    import torch
+
+    from bugfix_rl.evaluate.intervals import paired_arm_difference
+
+    names = ["minmax/two-caps-aa", "minmax/two-caps-bb", "zero/chain-aa", "zero/chain-bb"]
+    at_60 = [[1, 2, 0, 0], [3, 4, 1, 0], [0, 1, 0, 1]]
+    at_90 = [[2, 2, 1, 1], [4, 4, 1, 2], [1, 2, 0, 2]]
+    runs = [_run_file(tmp_path / f"r{s}.json", s, {60: at_60[s], 90: at_90[s]}, [1, 1], names) for s in range(3)]
+    flags = ["--a", *runs, "--b", *runs, "--a-step", "90", "--b-step", "60", "--paired"]
+    lines = _compare(monkeypatch, capsys, *flags, "--alpha", "0.0294")
+    rates = {step: torch.tensor(counts, dtype=torch.float64) / 4 for step, counts in ((60, at_60), (90, at_90))}
+    by_hand = paired_arm_difference(rates[90], rates[60], 0.0294)
+    wide, narrow = by_hand, paired_arm_difference(rates[90], rates[60])
+    assert float(wide.hi - wide.lo) > float(narrow.hi - narrow.lo)
+    assert (f"a - b {float(by_hand.diff):+.3f} [{float(by_hand.lo):+.3f}, {float(by_hand.hi):+.3f}] "
+            "(paired by seed: 3 seeds, 4 tasks, 97.06% interval)") in "\n".join(lines)
+    assert any(line.endswith("each its tasks' mean, 97.06% interval)") for line in lines)
+    with pytest.raises(SystemExit, match=r"--alpha must lie between 0 and 1, got 5.0"):
+        _compare(monkeypatch, capsys, *flags, "--alpha", "5")
