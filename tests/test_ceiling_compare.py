@@ -151,6 +151,8 @@ def test_alpha_sets_every_intervals_level_and_names_it(tmp_path, monkeypatch, ca
     assert float(wide.hi - wide.lo) > float(narrow.hi - narrow.lo)
     assert (f"a - b {float(by_hand.diff):+.3f} [{float(by_hand.lo):+.3f}, {float(by_hand.hi):+.3f}] "
             "(paired by seed: 3 seeds, 4 tasks, 97.06% interval)") in "\n".join(lines)
-    assert any(line.endswith("each its tasks' mean, 97.06% interval)") for line in lines)
+    over = paired_arm_difference(*(rates[s].reshape(3, 2, 2).mean(-1) for s in (90, 60)), 0.0294)
+    assert any(line.endswith(f"[{float(over.lo):+.3f}, {float(over.hi):+.3f}] over templates (paired by seed: "
+                             "3 seeds, 2 templates, each its tasks' mean, 97.06% interval)") for line in lines)
     with pytest.raises(SystemExit, match=r"--alpha must lie between 0 and 1, got 5.0"):
         _compare(monkeypatch, capsys, *flags, "--alpha", "5")
