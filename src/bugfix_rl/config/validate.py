@@ -96,7 +96,8 @@ def validate(cfg) -> None:
                           " steps before the schedule; its first step is taken at lr 0)")
     if not 0 <= algo.lr_decay_steps <= cfg.steps - algo.lr_warmup_steps:
         raise ConfigError(f"algo.lr_decay_steps={algo.lr_decay_steps} must lie in [0, steps - lr_warmup_steps ="
-                          f" {cfg.steps - algo.lr_warmup_steps}] (the last steps, over which lr decays; 0 = all after warm-up)")
+                          f" {cfg.steps - algo.lr_warmup_steps}] (the last steps, over which lr decays; 0 = all after warm-up);"
+                          " a shorter run than its preset's sets it too, or algo.lr_schedule=constant algo.lr_decay_steps=0")
     if algo.lr_decay_steps and algo.lr_schedule == "constant":
         raise ConfigError(f"algo.lr_decay_steps={algo.lr_decay_steps} decays lr over the last steps: it needs"
                           " algo.lr_schedule=linear or cosine (constant never decays)")
