@@ -4,11 +4,13 @@ records in eval.json).
 
 - portable (the default; ATen, MKL and oneDNN pinned to AVX2, and MKL's vendor check answered on a CPU
   that is not Intel's): one hash, recorded on an Intel Xeon @ 2.00GHz (AVX-512) and on an AMD EPYC
-  (family 25, model 17, AVX-512), 1 and 2 threads. Without a C compiler the EPYC keeps MKL's own answer
+  (family 25, model 17, AVX-512), 1 and 2 threads, and met again on an Intel Xeon of family 6 model 207
+  (2026-12-05). Without a C compiler the EPYC keeps MKL's own answer
   and its own hash (recorded too).
-- compatible (MKL's COMPATIBLE branch as well): meant to be one hash on every vendor's CPU; recorded
-  on the AMD EPYC, the same through both of MKL's dispatch paths (with and without the answer), not yet
-  on an Intel CPU (its signature names the vendor until then, so an Intel CPU skips and prints its own).
+- compatible (MKL's COMPATIBLE branch as well): one hash per vendor, not one for all: the AMD EPYC's,
+  the same through both of MKL's dispatch paths (with and without the answer), and an Intel Xeon's
+  (family 6 model 207), another one, 1 and 2 threads (2026-12-05). Its signature names the vendor, so
+  each vendor's CPU is checked against its own.
 
 Kernels with nothing recorded skip, and the message says what they computed, so a reader with such a
 CPU can add it. If a change to the code is meant to change the numbers (a new default, another
@@ -33,6 +35,8 @@ GOLDEN = {
     "aten=AVX2 mkl_cbwr=AVX2 onednn=AVX2": "09b9ceeac1063dd0",  # portable: the Xeon, and the EPYC with the answer
     "aten=AVX2 mkl_cbwr=AUTO(AuthenticAMD 25/17) onednn=AVX2": "f014da07946cb424",  # the EPYC with MKL's own answer
     "aten=AVX2 mkl_cbwr=COMPATIBLE(AuthenticAMD) onednn=AVX2": "7f754e59185ce206",  # compatible, the EPYC (both paths)
+    # compatible, an Intel Xeon (6/207), 1 and 2 threads: not the EPYC's
+    "aten=AVX2 mkl_cbwr=COMPATIBLE(GenuineIntel) onednn=AVX2": "52a3b31b5fe9f30d",
 }
 
 

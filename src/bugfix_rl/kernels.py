@@ -19,8 +19,9 @@ another RL base and other README numbers on another CPU. `BUGFIX_RL_KERNELS` cho
   `scripts/bench_kernels.py`; 1.08x on the EPYC (before the answer).
 - `compatible`: as portable, with MKL on its COMPATIBLE branch (`MKL_CBWR=COMPATIBLE`: SSE2 without
   the approximate rcpps/rsqrtps), meant to be the same on every vendor's CPU without any answer to
-  MKL's check (the EPYC computes the same hash through both of MKL's dispatch paths; not yet run on an
-  Intel CPU); its matrix products cost more (a behaviour-cloning step of the RL base 1.9-2.2x the
+  MKL's check; it is not: the EPYC computes one hash through both of MKL's dispatch paths and an Intel
+  Xeon (6/207) another (tests/test_golden.py), so its signature names the vendor; its matrix products
+  cost more (a behaviour-cloning step of the RL base 1.9-2.2x the
   portable one on the EPYC, measured before the answer: docs/PERFORMANCE.md).
 - `native`: whatever the CPU offers; faster, and the same bytes only on the same CPU model.
 
@@ -198,8 +199,8 @@ def mkl_branch() -> str:
     A branch whose code follows the CPU carries the CPU's vendor, family and model: AUTO (or MKL_CBWR
     unset), and a named branch on a CPU that is not Intel's whose check was not answered, which MKL runs
     as AUTO: e.g. 'AUTO(AuthenticAMD 25/17)'. COMPATIBLE carries the vendor: MKL runs it alike through
-    both of its dispatch paths, but it has been recorded on one vendor's CPU only (tests/test_golden.py),
-    so an RL base cached by one vendor's CPU is not loaded on the other's."""
+    both of its dispatch paths on one CPU, but an AMD EPYC and an Intel Xeon compute different bytes on it
+    (tests/test_golden.py), so an RL base cached by one vendor's CPU is not loaded on the other's."""
     requested = os.environ.get("MKL_CBWR", "auto")
     branch = _branch_name(requested)
     vendor = _cpuinfo("vendor_id")
