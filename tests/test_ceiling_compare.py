@@ -102,19 +102,26 @@ def test_arms_that_read_other_tasks_are_refused(tmp_path, monkeypatch, capsys):
         _compare(monkeypatch, capsys, "--a", *a, "--b", *b)
 
 
-def test_paired_reads_one_run_at_two_steps_and_refuses_other_seeds(tmp_path, monkeypatch, capsys):
-    """Three seeds read at steps 60 and 90 over two templates of two tasks: --paired is
-    paired_arm_difference on each seed's own two readings, by hand; files of other seeds are refused."""
+def _one_run_read_at_60_and_90(tmp_path):
+    """Three seeds' files, each one run read at steps 60 and 90 on two templates of two tasks (4 episodes
+    each), and their [3 seeds, 4 tasks] pass rates by step."""
     import torch
-
-    from bugfix_rl.evaluate.intervals import paired_arm_difference
 
     names = ["minmax/two-caps-aa", "minmax/two-caps-bb", "zero/chain-aa", "zero/chain-bb"]
     at_60 = [[1, 2, 0, 0], [3, 4, 1, 0], [0, 1, 0, 1]]  # seeds far apart: a shared effect the pairing cancels
     at_90 = [[2, 2, 1, 1], [4, 4, 1, 2], [1, 2, 0, 2]]
     runs = [_run_file(tmp_path / f"r{s}.json", s, {60: at_60[s], 90: at_90[s]}, [1, 1], names) for s in range(3)]
-    lines = _compare(monkeypatch, capsys, "--a", *runs, "--b", *runs, "--a-step", "90", "--b-step", "60", "--paired")
     rates = {step: torch.tensor(counts, dtype=torch.float64) / 4 for step, counts in ((60, at_60), (90, at_90))}
+    return runs, rates
+
+
+def test_paired_reads_one_run_at_two_steps_and_refuses_other_seeds(tmp_path, monkeypatch, capsys):
+    """Three seeds read at steps 60 and 90 over two templates of two tasks: --paired is
+    paired_arm_difference on each seed's own two readings, by hand; files of other seeds are refused."""
+    from bugfix_rl.evaluate.intervals import paired_arm_difference
+
+    runs, rates = _one_run_read_at_60_and_90(tmp_path)
+    lines = _compare(monkeypatch, capsys, "--a", *runs, "--b", *runs, "--a-step", "90", "--b-step", "60", "--paired")
     by_hand = paired_arm_difference(rates[90], rates[60])
     tasks_line = next(line for line in lines if "a - b" in line and "over" not in line)
     assert tasks_line == (f"shapes_val (a at step 90, b at step 60): a - b {float(by_hand.diff):+.3f} "
@@ -135,20 +142,14 @@ def test_paired_reads_one_run_at_two_steps_and_refuses_other_seeds(tmp_path, mon
 def test_alpha_sets_every_intervals_level_and_names_it(tmp_path, monkeypatch, capsys):
     """--alpha 0.0294 (Pocock's level for two looks) gives paired_arm_difference's interval at that level,
     wider than the 95% one, and each interval line names it; a level outside (0, 1) is one line."""
-    import torch
-
     from bugfix_rl.evaluate.intervals import paired_arm_difference
 
-    names = ["minmax/two-caps-aa", "minmax/two-caps-bb", "zero/chain-aa", "zero/chain-bb"]
-    at_60 = [[1, 2, 0, 0], [3, 4, 1, 0], [0, 1, 0, 1]]
-    at_90 = [[2, 2, 1, 1], [4, 4, 1, 2], [1, 2, 0, 2]]
-    runs = [_run_file(tmp_path / f"r{s}.json", s, {60: at_60[s], 90: at_90[s]}, [1, 1], names) for s in range(3)]
+    runs, rates = _one_run_read_at_60_and_90(tmp_path)
     flags = ["--a", *runs, "--b", *runs, "--a-step", "90", "--b-step", "60", "--paired"]
     lines = _compare(monkeypatch, capsys, *flags, "--alpha", "0.0294")
-    rates = {step: torch.tensor(counts, dtype=torch.float64) / 4 for step, counts in ((60, at_60), (90, at_90))}
     by_hand = paired_arm_difference(rates[90], rates[60], 0.0294)
-    wide, narrow = by_hand, paired_arm_difference(rates[90], rates[60])
-    assert float(wide.hi - wide.lo) > float(narrow.hi - narrow.lo)
+    at_95 = paired_arm_difference(rates[90], rates[60])
+    assert float(by_hand.hi - by_hand.lo) > float(at_95.hi - at_95.lo)
     assert (f"a - b {float(by_hand.diff):+.3f} [{float(by_hand.lo):+.3f}, {float(by_hand.hi):+.3f}] "
             "(paired by seed: 3 seeds, 4 tasks, 97.06% interval)") in "\n".join(lines)
     over = paired_arm_difference(*(rates[s].reshape(3, 2, 2).mean(-1) for s in (90, 60)), 0.0294)
