@@ -7,10 +7,11 @@ records in eval.json).
   (family 25, model 17, AVX-512), 1 and 2 threads, and met again on an Intel Xeon of family 6 model 207
   (2026-12-05). Without a C compiler the EPYC keeps MKL's own answer
   and its own hash (recorded too).
-- compatible (MKL's COMPATIBLE branch as well): one hash per vendor, not one for all: the AMD EPYC's,
-  the same through both of MKL's dispatch paths (with and without the answer), and an Intel Xeon's
-  (family 6 model 207), another one, 1 and 2 threads (2026-12-05). Its signature names the vendor, so
-  each vendor's CPU is checked against its own.
+- compatible (MKL's COMPATIBLE branch as well): not one hash for all vendors: the AMD EPYC's, the same
+  through both of MKL's dispatch paths (with and without the answer), and an Intel Xeon's (family 6
+  model 207), another one, 1 and 2 threads (2026-12-05). Its signature names the vendor, so each vendor's
+  CPU is checked against the hash recorded on one CPU of that vendor; another Intel model that computes
+  other bytes would fail here, not skip (MKL means COMPATIBLE to agree across Intel CPUs; one is checked).
 
 Kernels with nothing recorded skip, and the message says what they computed, so a reader with such a
 CPU can add it. If a change to the code is meant to change the numbers (a new default, another
