@@ -290,7 +290,12 @@ class Storm:
     def _kill_one(self, table: dict) -> None:
         servers = self._servers()
         zygotes = [pid for pid, (parent, _, state, _) in table.items() if parent in servers and state != "Z"]
-        jobs = [pid for pid, (_, _, state, uid) in table.items() if uid in set(self.sandbox.uids) and state != "Z"]
+        # A job is a zygote's child of this sandbox's uids. Not any process of those uids: a killed server's
+        # uid is free at once, and another sandbox (a parallel test's) may claim it and run jobs as it
+        # before `sandbox.uids` forgets it.
+        uids = set(self.sandbox.uids)
+        jobs = [pid for pid, (parent, _, state, uid) in table.items()
+                if parent in zygotes and uid in uids and state != "Z"]
         kind = self.schedule[self.turn % len(self.schedule)]
         targets = {"server": sorted(servers), "zygote": sorted(zygotes), "job": sorted(jobs)}[kind]
         if targets:

@@ -5,15 +5,22 @@ that an earlier job carried in its source and in its inputs. Jobs forked from a 
 handled earlier requests found them (the server's freed heap is inherited by each fork); jobs forked
 from the zygote, which never receives a request, must not, whichever kind each job is.
 
+Uids: a server that dies frees its uid at once, while its jobs die a moment later; whoever claims the
+uid next must not run beside them.
+
 Counters: system-wide values that one job can change and a concurrent job can read (free memory,
 load, free blocks, page-cache residency) must be out of reach.
 """
 
+import os
 import secrets
+import signal
+import time
 
 import pytest
 
-from bugfix_rl.sandbox import Sandbox, SandboxConfig
+from bugfix_rl.sandbox import Sandbox, SandboxConfig, privileges
+from bugfix_rl.sandbox.isolation import LAYERS, Isolation
 
 # Model-written code of an attacker: finds readable pages by writing them into a pipe (EFAULT on an
 # unreadable one; /proc/self/maps is closed by Landlock), growing ranges from seed addresses (the
@@ -111,6 +118,42 @@ def test_scanner_finds_what_its_own_job_carries(sandbox):
     run = sandbox.run_tests({"scan.py": source}, "python scan.py")
     assert run.status == "ok", run.stdout
     assert int(run.stdout.strip().strip("[]").split(",")[0]) >= 1
+
+
+def _sleeper(uid: int) -> int:
+    """A child of this process that becomes `uid` and sleeps (a dead server's job, still running)."""
+    ready_read, ready_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setresuid(uid, uid, uid)
+            os.write(ready_write, b"x")
+            time.sleep(10)
+        finally:
+            os._exit(0)
+    os.close(ready_write)
+    assert os.read(ready_read, 1) == b"x"  # it runs as `uid` now
+    os.close(ready_read)
+    return pid
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching uids needs root")
+def test_a_claimed_uid_starts_with_no_process_left_by_a_dead_server(monkeypatch):
+    base = 1_600_000 + 2 * (os.getpid() % 100_000)  # a range of this test's own, away from live sandboxes
+    monkeypatch.setattr(privileges, "UID_BASE", base)
+    left, bystander = _sleeper(base), _sleeper(base + 1)
+    iso = Isolation({name: False for name in LAYERS}, {}, scratch="", readable_dirs=[])
+    try:
+        privileges.claim_uid(iso)
+        assert iso.uid == base
+        _, status = os.waitpid(left, 0)  # the claim killed it: no wait beyond its death
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        assert os.waitpid(bystander, os.WNOHANG) == (0, 0), "another uid's process was killed"
+    finally:
+        for fd in iso.keep_fds:
+            os.close(fd)
+        os.kill(bystander, signal.SIGKILL)
+        os.waitpid(bystander, 0)
 
 
 COUNTERS = r'''

@@ -38,7 +38,7 @@ import socket
 import sys
 import time
 
-from . import hardening, wire
+from . import hardening, privileges, wire
 from .cleanup import remove_tree
 from .isolation import LAYERS, Isolation
 from .job_child import SETUP_DONE, SETUP_FAILED
@@ -258,12 +258,5 @@ class Server:
             if error.errno != errno.ESRCH:
                 raise
         if self.iso.layers["uid"]:
-            reaper = os.fork()
-            if reaper == 0:
-                try:
-                    os.setresuid(self.iso.uid, self.iso.uid, self.iso.uid)
-                    os.kill(-1, signal.SIGKILL)  # as that uid: reaches that uid's processes only
-                finally:
-                    os._exit(0)
-            os.waitpid(reaper, 0)
+            privileges.kill_every_process_of(self.iso.uid)
 
