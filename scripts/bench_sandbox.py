@@ -221,6 +221,15 @@ def _processes() -> dict[int, tuple[int, int, str, int]]:
     return table
 
 
+def _start_time(pid: int) -> int | None:
+    """The process's start time in ticks (as in `_processes`), None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _host_temp_entries() -> set[str]:
     return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith(SANDBOX_TEMP_PREFIXES)}
 
@@ -253,7 +262,9 @@ class Storm:
         self.before = {"temp": _host_temp_entries(), "mounts": _host_mounts(), "fds": _fds()}
 
     def _servers(self) -> set[int]:
-        return {worker.process.pid for worker in list(self.sandbox._workers)}
+        """This sandbox's live servers (a closed or reaped one's pid may be anyone's by now)."""
+        return {worker.process.pid for worker in list(self.sandbox._workers)
+                if not worker.closed and worker.process.returncode is None}
 
     def _track(self) -> dict[int, tuple[int, int, str, int]]:
         table = _processes()
@@ -299,8 +310,11 @@ class Storm:
         kind = self.schedule[self.turn % len(self.schedule)]
         targets = {"server": sorted(servers), "zygote": sorted(zygotes), "job": sorted(jobs)}[kind]
         if targets:
+            target = self.rng.choice(targets)
+            if _start_time(target) != table[target][1]:  # gone since the table was read, its pid maybe reused
+                return
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self.rng.choice(targets), signal.SIGKILL)
+                os.kill(target, signal.SIGKILL)
                 self.kills[kind] += 1
                 self.turn += 1
 

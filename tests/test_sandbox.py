@@ -2,6 +2,7 @@
 
 import os
 import signal
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -113,13 +114,36 @@ def test_a_job_dies_with_its_server():
                 time.sleep(0.02)
             assert live_processes_of([uid]), "the job never started"
             os.kill(box._workers[0].process.pid, signal.SIGKILL)
-            assert running.result(timeout=10).status == "sandbox_error"
-        # its parent-death signal kills it at once; tearing a process down can take a moment on a busy
-        # machine (a fresh clone's make test once still saw it after a fixed 0.2 s), so wait for it
-        deadline = time.monotonic() + 5
-        while live_processes_of([uid]) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert live_processes_of([uid]) == []
+            # The slot's next server would claim the freed uid and kill what is left of it, which would
+            # prove nothing about the parent-death signal: this test takes the uid's lock first (it is
+            # free once the server and its zygote are gone, long before a new interpreter starts).
+            lock = _hold_uid_lock(uid)
+            try:
+                assert running.result(timeout=10).status == "sandbox_error"
+                assert box.uids[0] != uid
+                # its parent-death signal kills it at once; tearing a process down can take a moment on a
+                # busy machine (a fresh clone's make test once still saw it after a fixed 0.2 s): wait
+                deadline = time.monotonic() + 5
+                while live_processes_of([uid]) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                assert live_processes_of([uid]) == []
+            finally:
+                lock.close()
+
+
+def _hold_uid_lock(uid: int) -> socket.socket:
+    """Bind the sandbox's lock of `uid` as soon as it is free (privileges.claim_uid's name)."""
+    lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            lock.bind(f"\0bugfix-rl-sandbox-uid-{uid}")
+            return lock
+        except OSError:
+            if time.monotonic() > deadline:
+                lock.close()
+                raise AssertionError(f"uid {uid}'s lock was not freed, or another sandbox took it first")
+            time.sleep(0.001)
 
 
 # ---- test runs

@@ -141,19 +141,24 @@ def _sleeper(uid: int) -> int:
 def test_a_claimed_uid_starts_with_no_process_left_by_a_dead_server(monkeypatch):
     base = 1_600_000 + 2 * (os.getpid() % 100_000)  # a range of this test's own, away from live sandboxes
     monkeypatch.setattr(privileges, "UID_BASE", base)
-    left, bystander = _sleeper(base), _sleeper(base + 1)
+    children = {"left": _sleeper(base), "bystander": _sleeper(base + 1)}
+    statuses = {}
     iso = Isolation({name: False for name in LAYERS}, {}, scratch="", readable_dirs=[])
     try:
         privileges.claim_uid(iso)
         assert iso.uid == base
-        _, status = os.waitpid(left, 0)  # the claim killed it: no wait beyond its death
-        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-        assert os.waitpid(bystander, os.WNOHANG) == (0, 0), "another uid's process was killed"
+        statuses["left"] = os.waitpid(children["left"], 0)[1]  # the claim killed it: no wait beyond its death
+        assert os.WIFSIGNALED(statuses["left"]) and os.WTERMSIG(statuses["left"]) == signal.SIGKILL
+        pid, statuses["bystander"] = os.waitpid(children["bystander"], os.WNOHANG)
+        assert pid == 0, "another uid's process was killed"
+        del statuses["bystander"]
     finally:
         for fd in iso.keep_fds:
             os.close(fd)
-        os.kill(bystander, signal.SIGKILL)
-        os.waitpid(bystander, 0)
+        for name, pid in children.items():
+            if name not in statuses:  # not reaped yet, so its pid is still this child's
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
 
 
 COUNTERS = r'''

@@ -9,6 +9,7 @@ mount namespace, no new fd in this process. Nothing here is timed.
 """
 
 import time
+from types import SimpleNamespace
 
 from repo_scripts import load_script
 from sandboxes import live_processes_of, start_sandbox
@@ -41,3 +42,29 @@ def test_a_kill_storm_on_servers_zygotes_and_jobs_leaks_nothing():
     assert left_while_open == []
     assert {name: found[name] for name in ("processes", "files", "mounts", "fds")} == \
         {"processes": [], "files": [], "mounts": [], "fds": []}
+
+
+def test_the_storm_kills_only_its_own_servers_zygotes_and_jobs(monkeypatch):
+    """A process of one of the storm's uids that is not a child of its zygotes (another sandbox's job,
+    once that sandbox claimed a uid a dead server of the storm's had held) is never a target; nor is a
+    closed worker's pid, nor its old zygote's child."""
+    bench = bench_sandbox()
+    live = SimpleNamespace(process=SimpleNamespace(pid=100, returncode=None), closed=False)
+    closed = SimpleNamespace(process=SimpleNamespace(pid=200, returncode=-9), closed=True)
+    storm = bench.Storm(SimpleNamespace(_workers=[live, closed], uids=[7, 8]), seconds=0, kill_every_s=0)
+    table = {100: (1, 50, "S", 0), 101: (100, 51, "S", 0), 102: (101, 52, "S", 7),  # server, zygote, job
+             200: (1, 60, "S", 0), 201: (200, 61, "S", 0), 202: (201, 62, "S", 8),  # pids of the closed one
+             300: (299, 70, "S", 7), 301: (101, 71, "S", 9)}  # uid 7 elsewhere; a zygote's child of uid 9
+    killed = []
+    monkeypatch.setattr(bench, "_start_time", lambda pid: table[pid][1])
+    monkeypatch.setattr(bench, "os", SimpleNamespace(kill=lambda pid, _: killed.append(pid)))
+    for turn in range(200):
+        storm.turn = turn
+        storm._kill_one(table)
+    assert set(killed) == {100, 101, 102}
+    monkeypatch.setattr(bench, "_start_time", lambda pid: table[pid][1] + 1)  # each pid now names a later process
+    killed.clear()
+    for turn in range(4):
+        storm.turn = turn
+        storm._kill_one(table)
+    assert killed == []

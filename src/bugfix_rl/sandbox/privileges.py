@@ -2,7 +2,7 @@
 
 Stdlib only: imported by the fork server, which runs under `python -I -S -B` with no site-packages.
 The server claims a uid no other live sandbox worker uses (`claim_uid`, once), and kills whatever a
-dead server left running as it (`kill_every_process_of`, also after each job); the zygote sets
+dead server left running as it (`kill_every_process_of`; without seccomp, also after each job); the zygote sets
 no_new_privs for all its children (`set_no_new_privs`) and dies with its server (`die_with_parent`);
 each job child becomes the worker's uid and dies with the server (`drop_privileges`).
 """
@@ -31,24 +31,31 @@ def claim_uid(iso: Isolation) -> None:
             continue
         iso.uid = UID_BASE + slot
         iso.keep_fds.append(lock.detach())
-        # A server's lock goes with it at once, its zygote and jobs a moment later (PDEATHSIG): none
-        # of them may share the uid with this server's jobs.
-        kill_every_process_of(iso.uid)
+        # The lock goes with a server and its zygote (which inherits it), their jobs a moment later
+        # (PDEATHSIG): none of those may share the uid with this server's jobs.
+        if not kill_every_process_of(iso.uid):
+            raise OSError(f"could not kill the processes left running as uid {iso.uid}")
         return
     raise OSError("no free sandbox uid")
 
 
-def kill_every_process_of(uid: int) -> None:
+def kill_every_process_of(uid: int) -> bool:
     """SIGKILL every process running as `uid` (as root: a child that becomes `uid` and kills -1,
-    which reaches that uid's processes only)."""
+    which reaches that uid's processes only). True when it did (or there were none)."""
     reaper = os.fork()
     if reaper == 0:
+        code = 1
         try:
             os.setresuid(uid, uid, uid)
-            os.kill(-1, signal.SIGKILL)
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:  # no process of that uid
+                pass
+            code = 0
         finally:
-            os._exit(0)
-    os.waitpid(reaper, 0)
+            os._exit(code)
+    _, status = os.waitpid(reaper, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def set_no_new_privs() -> None:

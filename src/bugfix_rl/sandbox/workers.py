@@ -127,7 +127,7 @@ class WorkerPool:
 
     `layers` says which isolation layers are active on this machine (same for every worker);
     `reasons` gives a one-line reason for each inactive one; `uids` the uid each worker's jobs run
-    as. Thread-safe; a context manager.
+    as (None while its slot has no server). Thread-safe; a context manager.
     """
 
     def __init__(self, config: SandboxConfig | None = None):
@@ -207,6 +207,7 @@ class WorkerPool:
             hello = fresh.hello()
         except SandboxUnavailable:  # hello() closed it
             self._workers[self._workers.index(worker)] = fresh
+            self.uids[worker.index] = None  # the dead server's uid is free: another sandbox may claim it
             return fresh
         weaker = [name for name in LAYERS if self.layers[name] and not hello["layers"][name]]
         if weaker:
