@@ -295,9 +295,9 @@ def test_unclosed_quotes_cost_linear_time():
     import time
 
     for line in ['"\\' * 40_000, "'" + "\\'" * 40_000, '"""' + '"' * 80_000, "(" * 20_000 + '"' * 60_000]:
-        start = time.perf_counter()
+        start = time.process_time()  # CPU time: a busy machine does not stretch it
         assert words_to_code(line_to_words_exact(line)) == line
-        assert time.perf_counter() - start < 2.0
+        assert time.process_time() - start < 2.0
 
 
 def test_random_turns_on_new_words_never_raise(tools_tokenizer):

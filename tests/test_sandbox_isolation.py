@@ -141,12 +141,14 @@ def _sleeper(uid: int) -> int:
 def test_a_claimed_uid_starts_with_no_process_left_by_a_dead_server(monkeypatch):
     base = 1_600_000 + 2 * (os.getpid() % 100_000)  # a range of this test's own, away from live sandboxes
     monkeypatch.setattr(privileges, "UID_BASE", base)
-    children = {"left": _sleeper(base), "bystander": _sleeper(base + 1)}
+    monkeypatch.setattr(privileges, "UID_SLOTS", 2)  # the claim's first slot is 0 or 1; the other is the bystander's
+    claimed = base + privileges.first_slot()
+    children = {"left": _sleeper(claimed), "bystander": _sleeper(2 * base + 1 - claimed)}
     statuses = {}
     iso = Isolation({name: False for name in LAYERS}, {}, scratch="", readable_dirs=[])
     try:
         privileges.claim_uid(iso)
-        assert iso.uid == base
+        assert iso.uid == claimed
         statuses["left"] = os.waitpid(children["left"], 0)[1]  # the claim killed it: no wait beyond its death
         assert os.WIFSIGNALED(statuses["left"]) and os.WTERMSIG(statuses["left"]) == signal.SIGKILL
         pid, statuses["bystander"] = os.waitpid(children["bystander"], os.WNOHANG)

@@ -94,7 +94,8 @@ def _follower_failure(context) -> str | None:
     exit code or signal), or None if every follower is still running or ended cleanly."""
     import torch.multiprocessing as mp
 
-    deadline = time.monotonic() + 5.0  # one that is failing closes its connection before it exits
+    deadline = time.monotonic() + 30.0  # one that is failing closes its connection before it exits (a torch
+                                        # process can take seconds to end on a busy machine; only failures wait)
     for process in context.processes:
         process.join(timeout=max(0.0, deadline - time.monotonic()))
     for index, process in enumerate(context.processes):

@@ -20,9 +20,17 @@ UID_BASE = 1_500_000  # far above login and container sub-uid ranges; no passwd 
 UID_SLOTS = 4096
 
 
+def first_slot() -> int:
+    """Where this server's search for a free uid starts: its parent's pid, spread over the slots (Knuth's
+    multiplicative hash), so that the servers of one process take neighbouring uids and two processes'
+    servers seldom meet: a uid a dead server just freed is rarely the next one another process claims."""
+    return os.getppid() * 2654435761 % UID_SLOTS
+
+
 def claim_uid(iso: Isolation) -> None:
     """Own a uid no other live sandbox worker uses: an abstract socket name is the lock."""
-    for slot in range(UID_SLOTS):
+    start = first_slot()
+    for slot in ((start + step) % UID_SLOTS for step in range(UID_SLOTS)):
         lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             lock.bind(f"\0bugfix-rl-sandbox-uid-{UID_BASE + slot}")
