@@ -207,26 +207,31 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
+def _stat(pid: int | str) -> tuple[int, int, str]:
+    """(parent pid, start time in ticks, state) from /proc/<pid>/stat; OSError when it has gone."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    return int(fields[1]), int(fields[19]), fields[0]
+
+
 def _processes() -> dict[int, tuple[int, int, str, int]]:
     """pid -> (parent pid, start time in ticks, state, real uid) of every process in /proc."""
     table = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
+            parent, start, state = _stat(entry)
             uid = os.stat(f"/proc/{entry}").st_uid
         except (OSError, IndexError):
             continue
-        table[int(entry)] = (int(fields[1]), int(fields[19]), fields[0], uid)
+        table[int(entry)] = (parent, start, state, uid)
     return table
 
 
 def _start_time(pid: int) -> int | None:
     """The process's start time in ticks (as in `_processes`), None when there is no such process."""
     try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+        return _stat(pid)[1]
+    except (OSError, IndexError):
         return None
 
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from bugfix_rl.sandbox import LAYERS, Sandbox, SandboxConfig, SandboxUnavailable, grade, grade_many, parse_command
-from bugfix_rl.sandbox import wire
+from bugfix_rl.sandbox import privileges, wire
 from bugfix_rl.sandbox import workers as workers_module
 from bugfix_rl.sandbox.probes import (
     collection_crashed,
@@ -132,12 +132,12 @@ def test_a_job_dies_with_its_server():
 
 
 def _hold_uid_lock(uid: int) -> socket.socket:
-    """Bind the sandbox's lock of `uid` as soon as it is free (privileges.claim_uid's name)."""
+    """Bind the sandbox's lock of `uid` as soon as it is free."""
     lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     deadline = time.monotonic() + 5
     while True:
         try:
-            lock.bind(f"\0bugfix-rl-sandbox-uid-{uid}")
+            lock.bind(privileges.uid_lock_name(uid))
             return lock
         except OSError:
             if time.monotonic() > deadline:

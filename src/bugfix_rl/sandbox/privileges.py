@@ -27,13 +27,18 @@ def first_slot() -> int:
     return os.getppid() * 2654435761 % UID_SLOTS
 
 
+def uid_lock_name(uid: int) -> str:
+    """The abstract socket name whose holder owns `uid` (in the host's network namespace)."""
+    return f"\0bugfix-rl-sandbox-uid-{uid}"
+
+
 def claim_uid(iso: Isolation) -> None:
     """Own a uid no other live sandbox worker uses: an abstract socket name is the lock."""
     start = first_slot()
     for slot in ((start + step) % UID_SLOTS for step in range(UID_SLOTS)):
         lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            lock.bind(f"\0bugfix-rl-sandbox-uid-{UID_BASE + slot}")
+            lock.bind(uid_lock_name(UID_BASE + slot))
         except OSError:
             lock.close()
             continue
