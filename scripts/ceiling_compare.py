@@ -69,6 +69,9 @@ def main() -> None:
     parser.add_argument("--a", nargs="+", type=Path, required=True, help="arm a: one JSON per seed")
     parser.add_argument("--b", nargs="+", type=Path, required=True, help="arm b: one JSON per seed")
     parser.add_argument("--arm", default="training", help="the arm of shapes_ceiling.py read in each file")
+    parser.add_argument("--a-arm", help="the arm read in a's files (default: --arm)")
+    parser.add_argument("--b-arm", help="the arm read in b's files (default: --arm; e.g. a's files again with "
+                                        "--a-arm training_average --b-arm training)")
     parser.add_argument("--a-step", type=int, help="read arm a's split at this step (default: its last)")
     parser.add_argument("--b-step", type=int, help="read arm b's split at this step (default: its last)")
     parser.add_argument("--paired", action="store_true", help="pair a's and b's files seed by seed (the same seeds, in order)")
@@ -80,7 +83,8 @@ def main() -> None:
     at_the_end = args.a_step is None and args.b_step is None
     for split in ("shapes", "heldout") if at_the_end else ("shapes",):
         (a, seeds_a, read_a, names_a), (b, seeds_b, read_b, names_b) = (
-            per_task_rates(args.a, args.arm, split, args.a_step), per_task_rates(args.b, args.arm, split, args.b_step))
+            per_task_rates(args.a, args.a_arm or args.arm, split, args.a_step),
+            per_task_rates(args.b, args.b_arm or args.arm, split, args.b_step))
         if len(read_a | read_b) > 1:
             raise SystemExit(f"error: the files read different splits ({', '.join(sorted(read_a | read_b))})")
         name = read_a.pop() if split == "shapes" else split  # the split the runs read: shapes or shapes_val

@@ -43,6 +43,13 @@ the same fixed file; only the span copied differs. It asks whether the base's ha
 old_string at a training template's length is what keeps it from new shapes. `--widen-lines K` (default
 1) widens a chosen Edit by 1 to K lines (drawn evenly), one line at a time. A widened base is cached
 beside the RL bases, keyed by the preset base's key, P and K, so the seeds of one arm build it once.
+
+`--average DECAY` keeps an exponential moving average of the policy's weights beside the training
+(torch.optim.swa_utils.AveragedModel: after each step, average = DECAY x average + (1 - DECAY) x
+weights, starting from the weights after the first step) and reads it too at the end, on the split and
+on the held-out tasks, as arm `<label>_average` in the JSON. Training itself is untouched (the average
+never samples), so each seed's two readings at the end share their whole run. `--end-only` skips the
+readings at step 0 and half way.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ from pathlib import Path
 
 import bugfix_rl  # noqa: F401  first: it pins torch's CPU kernels before torch loads (kernels.py)
 import torch
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from bugfix_rl.checkpoint import model_tensors, save_checkpoint
 from bugfix_rl.cli import compose_train
@@ -161,17 +169,20 @@ def widened_base(cfg, tokenizer, share: float, most_lines: int = 1):
 
 
 def run_arm(cfg, base, tokenizer, make_env, tasks, label: str, split: str = "shapes",
-            read_at: tuple[int, ...] = ()) -> dict:
+            read_at: tuple[int, ...] = (), average: float | None = None, end_only: bool = False) -> dict:
+    """The arm's readings: {"shapes": {step: result}, "heldout": result}, and with `average` (a decay) the
+    same two for the moving average of the weights at the end under "average"."""
     model = copy.deepcopy(base)
     torch.manual_seed(cfg.seed)
     trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(cfg.seed), reference=base,
                       tasks=tasks)
     shapes_seed, temperature = cfg.eval.shapes_seed_offset + cfg.seed, cfg.algo.temperature
     readings, started = {}, time.perf_counter()
-    halfway = cfg.steps // 2
+    averaged = AveragedModel(trainer.model, multi_avg_fn=get_ema_multi_avg_fn(average)) if average else None
+    reads = {cfg.steps, *read_at} if end_only else {0, cfg.steps // 2, cfg.steps, *read_at}
     try:
         for step in range(cfg.steps + 1):
-            if step in (0, halfway, cfg.steps, *read_at):
+            if step in reads:
                 result = evaluate_split(trainer.model, tokenizer, make_env, split, cfg.eval.shapes_n, shapes_seed,
                                         temperature)
                 readings[step] = result
@@ -180,13 +191,26 @@ def run_arm(cfg, base, tokenizer, make_env, tasks, label: str, split: str = "sha
                       flush=True)
             if step < cfg.steps:
                 trainer.step(step)
+                if averaged is not None:
+                    averaged.update_parameters(trainer.model)
         heldout = evaluate_split(trainer.model, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
                                  cfg.eval.heldout_seed_offset + cfg.seed, temperature)
+        print(f"{label}: step {cfg.steps}: held-out pass@1 {heldout['pass_at_1']:.3f} "
+              f"[{heldout['ci'][0]:.3f}, {heldout['ci'][1]:.3f}]", flush=True)
+        arm = {"shapes": readings, "heldout": heldout}
+        if averaged is not None:  # the same evaluation seeds as the weights' own readings: paired episode draws
+            policy = averaged.module
+            arm["average"] = {
+                "shapes": {cfg.steps: evaluate_split(policy, tokenizer, make_env, split, cfg.eval.shapes_n,
+                                                     shapes_seed, temperature)},
+                "heldout": evaluate_split(policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
+                                          cfg.eval.heldout_seed_offset + cfg.seed, temperature)}
+            for name, result in (("", arm["average"]["shapes"][cfg.steps]), (" held-out", arm["average"]["heldout"])):
+                print(f"{label}_average (decay {average}): step {cfg.steps}:{name or ' ' + split} pass@1 "
+                      f"{result['pass_at_1']:.3f} [{result['ci'][0]:.3f}, {result['ci'][1]:.3f}]", flush=True)
     finally:
         trainer.close()
-    print(f"{label}: step {cfg.steps}: held-out pass@1 {heldout['pass_at_1']:.3f} "
-          f"[{heldout['ci'][0]:.3f}, {heldout['ci'][1]:.3f}]", flush=True)
-    return {"shapes": readings, "heldout": heldout}
+    return arm
 
 
 def group_pass_rate(result: dict, groups: list[str], group: str) -> float:
@@ -221,6 +245,10 @@ def main() -> None:
                              "choose a recipe without reading the shapes split)")
     parser.add_argument("--read-at", type=int, nargs="+", default=[], metavar="STEP",
                         help="read the split at these steps too (beside step 0, half way and the end)")
+    parser.add_argument("--average", type=float, metavar="DECAY",
+                        help="also read a moving average of the weights (this decay per step) at the end")
+    parser.add_argument("--end-only", action="store_true",
+                        help="read the split at the end (and each --read-at step) only, not at step 0 and half way")
     parser.add_argument("--out", type=Path, help="write the readings as JSON here")
     args = parser.parse_args()
     if args.widen_edits and args.base == "reserved":
@@ -228,6 +256,8 @@ def main() -> None:
     if args.split == "shapes_val" and ("reserved" in args.arms or args.base == "reserved"):
         parser.error("--split shapes_val reads the training arm only: the reserved arm trains on the shapes "
                      "split's templates, which says nothing of a ceiling on shapes_val (use --arms training)")
+    if args.average is not None and not 0 < args.average < 1:
+        parser.error(f"--average takes a decay strictly between 0 and 1, got {args.average}")
     if not 0 <= args.widen_edits <= 1 or args.widen_lines < 1:
         parser.error("--widen-edits takes a share in [0, 1] and --widen-lines a count of at least 1")
     try:  # --steps composed with the rest, so that validation sees it (an lr schedule's steps, --read-at)
@@ -262,13 +292,15 @@ def main() -> None:
         print(f"+exp={args.exp} {' '.join(args.set)} seed {cfg.seed}, {cfg.steps} steps, base from the {args.base} pool"
               f"{widened}; pools: "
               + ", ".join(f"{label} {len(pool)} tasks" for label, pool in pools.items()), flush=True)
-        arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label, args.split, tuple(args.read_at))
+        arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label, args.split, tuple(args.read_at),
+                               args.average, args.end_only)
                 for label, pool in pools.items()}
+        arms.update({f"{label}_average": arm.pop("average") for label, arm in list(arms.items()) if "average" in arm})
     finally:
         close_env()
     final = {label: arm["shapes"][cfg.steps] for label, arm in arms.items()}
     diff = None
-    if len(final) == 2:
+    if {"reserved", "training"} <= set(final):
         diff = paired_summary(final["reserved"]["per_task"], final["training"]["per_task"], cfg.eval.shapes_n)
         print(f"{args.split} at step {cfg.steps}, reserved - training: {diff['diff']:+.3f} [{diff['ci'][0]:+.3f}, "
               f"{diff['ci'][1]:+.3f}] ({diff['tasks']} tasks x {cfg.eval.shapes_n}, seed {cfg.seed})")
@@ -282,7 +314,7 @@ def main() -> None:
         print(f"  {template:28s} " + "  ".join(f"{label} {rate:.3f}" for label, rate in rates.items()))
     if args.out:
         args.out.write_text(json.dumps({"exp": args.exp, "split": args.split, "overrides": args.set, "reserved_templates": args.reserved_templates,
-                                        "with_training": args.with_training, "seed": cfg.seed, "steps": cfg.steps,
+                                        "with_training": args.with_training, "average": args.average, "seed": cfg.seed, "steps": cfg.steps,
                                         "base": args.base, "widen_edits": args.widen_edits, "widen_lines": args.widen_lines, "arms": arms,
                                         "reserved_minus_training": diff}, indent=1, default=str))
 
