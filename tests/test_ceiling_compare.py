@@ -157,3 +157,25 @@ def test_alpha_sets_every_intervals_level_and_names_it(tmp_path, monkeypatch, ca
                              "3 seeds, 2 templates, each its tasks' mean, 97.06% interval)") for line in lines)
     with pytest.raises(SystemExit, match=r"--alpha must lie between 0 and 1, got 5.0"):
         _compare(monkeypatch, capsys, *flags, "--alpha", "5")
+
+
+def test_each_side_can_read_another_arm_of_the_same_files(tmp_path, monkeypatch, capsys):
+    """shapes_ceiling.py --average writes the averaged policy as arm training_average beside training: --a-arm
+    and --b-arm read one from each side of the same files, paired seed by seed."""
+    files = []
+    for seed, (weights, average) in enumerate((([2, 2], [4, 2]), ([1, 3], [3, 3]))):
+        path = tmp_path / f"avg{seed}.json"
+        _run_file(path, seed, {60: weights}, [2, 2])
+        run = json.loads(path.read_text())
+        run["arms"]["training_average"] = {"shapes": {"60": {"per_task": average, "n": 4}},
+                                           "heldout": {"per_task": [4, 2], "n": 4}}
+        path.write_text(json.dumps(run))
+        files.append(str(path))
+    lines = _compare(monkeypatch, capsys, "--a", *files, "--b", *files, "--a-arm", "training_average",
+                     "--b-arm", "training", "--paired")
+    # the average 0.75 in both seeds against the weights' 0.5 and 0.5: +0.25; held-out 0.75 against 0.5
+    assert "mean 0.750" in lines[0] and "mean 0.500" in lines[1]
+    assert lines[2].startswith("shapes_val: a - b +0.250") and "paired by seed: 2 seeds" in lines[2]
+    assert any(line.startswith("heldout: a - b +0.250") for line in lines)
+    with pytest.raises(SystemExit, match="not a shapes_ceiling.py --out file with arm 'training_mean'"):
+        _compare(monkeypatch, capsys, "--a", *files, "--b", *files, "--a-arm", "training_mean")
