@@ -274,3 +274,17 @@ def test_a_failed_follower_stops_rank_0_with_one_line_naming_it():
         with distributed.rank0_of_group(2, "gloo", _failing_follower):
             dist.barrier()
     assert not dist.is_initialized()
+
+
+def test_the_rendezvous_port_is_held_from_the_moment_it_is_chosen():
+    """The group's store listens on the port the kernel gave it, so no other process can take that port
+    between its choice and the ranks' joining (a port probed free and closed again could be taken)."""
+    import socket
+    from datetime import timedelta
+
+    store = distributed._store_server(timedelta(seconds=30))
+    with socket.socket() as other, pytest.raises(OSError):
+        other.bind(("127.0.0.1", store.port))
+    client = torch.distributed.TCPStore("127.0.0.1", store.port, None, False, timeout=timedelta(seconds=30))
+    client.set("rank", "1")
+    assert store.get("rank") == b"1"

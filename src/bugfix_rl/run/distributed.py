@@ -8,7 +8,6 @@ the group torchrun made. Either way rank r runs `fn(rank, *args)` with the defau
 from __future__ import annotations
 
 import os
-import socket
 import time
 from contextlib import contextmanager
 from datetime import timedelta
@@ -28,10 +27,11 @@ def under_torchrun() -> bool:
     return all(key in os.environ for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _store_server(timeout: timedelta) -> dist.TCPStore:
+    """The group's rendezvous store, listening on a port the kernel picks and this process holds from
+    then on: a port probed free and closed again could be taken by another process before the ranks
+    bind it. Ranks reach it by its `.port` (_joined)."""
+    return dist.TCPStore("127.0.0.1", 0, None, True, timeout=timeout, wait_for_workers=False)
 
 
 def join_torchrun_group(backend: str, timeout: timedelta) -> int:
@@ -46,9 +46,9 @@ def spawn(fn, world_size: int, args: tuple = (), backend: str = "auto", timeout:
     Raises (torch.multiprocessing.ProcessRaisedException) if any rank fails."""
     import torch.multiprocessing as mp
 
-    init = f"tcp://127.0.0.1:{free_port()}"
-    mp.start_processes(_joined, args=(fn, world_size, init, backend_for(backend), timeout, args), nprocs=world_size,
-                       start_method="spawn")
+    store = _store_server(timeout)  # held here until every rank is done
+    mp.start_processes(_joined, args=(fn, world_size, store.port, backend_for(backend), timeout, args),
+                       nprocs=world_size, start_method="spawn")
 
 
 @contextmanager
@@ -58,11 +58,11 @@ def rank0_of_group(world_size: int, backend: str, follower, args: tuple = (), ti
     failed run never leaves processes behind."""
     import torch.multiprocessing as mp
 
-    init, backend = f"tcp://127.0.0.1:{free_port()}", backend_for(backend)
-    context = mp.start_processes(_follower, args=(follower, world_size, init, backend, timeout, args),
+    store, backend = _store_server(timeout), backend_for(backend)
+    context = mp.start_processes(_follower, args=(follower, world_size, store.port, backend, timeout, args),
                                  nprocs=world_size - 1, start_method="spawn", join=False)
     try:
-        dist.init_process_group(backend, init_method=init, rank=0, world_size=world_size, timeout=timeout)
+        dist.init_process_group(backend, store=store, rank=0, world_size=world_size, timeout=timeout)
         _place_on_device()
         yield
         dist.barrier()  # the followers' last collective (run/distributed._joined): then every rank tears down
@@ -114,12 +114,14 @@ def _follower_failure(context) -> str | None:
     return None
 
 
-def _follower(index: int, fn, world_size: int, init: str, backend: str, timeout: timedelta, args: tuple) -> None:
-    _joined(index + 1, fn, world_size, init, backend, timeout, args)
+def _follower(index: int, fn, world_size: int, port: int, backend: str, timeout: timedelta, args: tuple) -> None:
+    _joined(index + 1, fn, world_size, port, backend, timeout, args)
 
 
-def _joined(rank: int, fn, world_size: int, init: str, backend: str, timeout: timedelta, args: tuple) -> None:
-    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world_size, timeout=timeout)
+def _joined(rank: int, fn, world_size: int, port: int, backend: str, timeout: timedelta, args: tuple) -> None:
+    """Rank `rank` of the group whose store listens on 127.0.0.1:`port` (_store_server): fn(rank, *args)."""
+    store = dist.TCPStore("127.0.0.1", port, None, False, timeout=timeout)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
     try:
         _place_on_device()
         fn(rank, *args)
