@@ -1,10 +1,11 @@
 """Two arms of `scripts/shapes_ceiling.py` runs, seed-aware: the numbers its reading rules judge.
 
     .venv/bin/python scripts/ceiling_compare.py --a widen0.json widen1.json widen2.json \
-        --b control0.json control1.json control2.json [--arm training] [--a-step 30] [--b-step 60] [--paired] \
+        --b control0.json control1.json control2.json [--arm training] [--a-arm A] [--b-arm B] [--a-step 30] [--b-step 60] [--paired] \
         [--alpha 0.0294]
 
-Each file is one seed's `shapes_ceiling.py --out` (the same arm in every file). For the split the runs
+Each file is one seed's `shapes_ceiling.py --out`; --arm names the arm read in every file (--a-arm, --b-arm:
+one per side, e.g. the weights' moving average against the weights themselves from the same files). For the split the runs
 read at their steps (`shapes`, or `shapes_val` with --split; all files must have read the same one) at
 the last step, and for the held-out split: each seed's pass@1, the arm's mean, and a - b with the
 seed-aware interval over the tasks (evaluate/intervals.arm_difference: seeds need not be paired).

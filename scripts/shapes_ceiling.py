@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/shapes_ceiling.py [--exp tools_generated] [--seed 0] [--steps 60] [--out FILE]
                                                [--base training|reserved] [--set KEY=VALUE ...]
-                                               [--read-at STEP ...]
+                                               [--read-at STEP ...] [--average DECAY] [--end-only]
 
 Two arms from the same RL base, seed and recipe, one after the other in this process:
 
@@ -244,7 +244,7 @@ def main() -> None:
                         help="the split read at step 0, half way, the end and each --read-at step (shapes_val: to "
                              "choose a recipe without reading the shapes split)")
     parser.add_argument("--read-at", type=int, nargs="+", default=[], metavar="STEP",
-                        help="read the split at these steps too (beside step 0, half way and the end)")
+                        help="read the split at these steps too (beside the end, and step 0 and half way unless --end-only)")
     parser.add_argument("--average", type=float, metavar="DECAY",
                         help="also read a moving average of the weights (this decay per step) at the end")
     parser.add_argument("--end-only", action="store_true",

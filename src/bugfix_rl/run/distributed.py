@@ -119,7 +119,7 @@ def _follower(index: int, fn, world_size: int, port: int, backend: str, timeout:
 
 
 def _joined(rank: int, fn, world_size: int, port: int, backend: str, timeout: timedelta, args: tuple) -> None:
-    """Rank `rank` of the group whose store listens on 127.0.0.1:`port` (_store_server): fn(rank, *args)."""
+    """Rank `rank` of the group whose store is reachable at 127.0.0.1:`port` (_store_server): fn(rank, *args)."""
     store = dist.TCPStore("127.0.0.1", port, None, False, timeout=timeout)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
     try:
