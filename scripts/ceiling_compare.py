@@ -4,9 +4,9 @@
         --b control0.json control1.json control2.json [--arm training] [--a-arm A] [--b-arm B] [--a-step 30] [--b-step 60] [--paired] \
         [--alpha 0.0294]
 
-Each file is one seed's `shapes_ceiling.py --out`; --arm names the arm read in every file (--a-arm, --b-arm:
-one per side, e.g. the weights' moving average against the weights themselves from the same files). For the split the runs
-read at their steps (`shapes`, or `shapes_val` with --split; all files must have read the same one) at
+Each file is one seed's `shapes_ceiling.py --out`; --arm names the arm read in every file (--a-arm,
+--b-arm: one per side, e.g. the weights' moving average against the weights themselves from the same
+files). For the split the runs read at their steps (`shapes`, or `shapes_val` with --split; all files must have read the same one) at
 the last step, and for the held-out split: each seed's pass@1, the arm's mean, and a - b with the
 seed-aware interval over the tasks (evaluate/intervals.arm_difference: seeds need not be paired).
 `--a-step` / `--b-step` read an arm's split at another step it was read at (shapes_ceiling.py reads step 0,
