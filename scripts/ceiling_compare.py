@@ -1,23 +1,22 @@
 """Two arms of `scripts/shapes_ceiling.py` runs, seed-aware: the numbers its reading rules judge.
 
     .venv/bin/python scripts/ceiling_compare.py --a widen0.json widen1.json widen2.json \
-        --b control0.json control1.json control2.json [--arm training] [--a-arm A] [--b-arm B] [--a-step 30] [--b-step 60] [--paired] \
-        [--alpha 0.0294]
+        --b control0.json control1.json control2.json [--arm training] [--a-arm A] [--b-arm B] \
+        [--a-step 30] [--b-step 60] [--paired] [--alpha 0.0294]
 
-Each file is one seed's `shapes_ceiling.py --out`; --arm names the arm read in every file (--a-arm,
---b-arm: one per side, e.g. the weights' moving average against the weights themselves from the same
-files). For the split the runs read at their steps (`shapes`, or `shapes_val` with --split; all files must have read the same one) at
-the last step, and for the held-out split: each seed's pass@1, the arm's mean, and a - b with the
-seed-aware interval over the tasks (evaluate/intervals.arm_difference: seeds need not be paired).
+Each file is one seed's `shapes_ceiling.py --out`; --arm names the arm read in every file (--a-arm, --b-arm:
+one per side, e.g. the weights' moving average against the weights themselves from the same files). For the
+split the runs read at their steps (`shapes`, or `shapes_val` with --split; all files must have read the
+same one) at the last step, and for the held-out split: each seed's pass@1, the arm's mean, and a - b with
+the seed-aware interval over the tasks (evaluate/intervals.arm_difference: seeds need not be paired).
 `--a-step` / `--b-step` read an arm's split at another step it was read at (shapes_ceiling.py reads step 0,
 half way, the end and each --read-at step); the held-out split is read at the end only, so it is left out
-then.
-`--paired` pairs the files seed by seed (a's and b's seeds must be the same, in the same order) and uses
-evaluate/intervals.paired_arm_difference: for one run read at two steps (`--a run*.json --b run*.json
---a-step 90 --b-step 60`), where what a seed shares up to the earlier step cancels.
-`--alpha` sets the intervals' two-sided level (default 0.05, a 95% interval): a design that looks at its
-runs more than once judges each look at a smaller level (Pocock's two looks: 0.0294 each, a 97.06%
-interval), and every interval line then names its level.
+then. `--paired` pairs the files seed by seed (a's and b's seeds must be the same, in the same order) and
+uses evaluate/intervals.paired_arm_difference: for one run read at two steps (`--a run*.json --b run*.json
+--a-step 90 --b-step 60`), where what a seed shares up to the earlier step cancels. `--alpha` sets the
+intervals' two-sided level (default 0.05, a 95% interval): a design that looks at its runs more than once
+judges each look at a smaller level (Pocock's two looks: 0.0294 each, a 97.06% interval), and every interval
+line then names its level.
 
 Beside each difference, the same interval over templates: each template's tasks averaged into one unit (a
 task's name is its template's, then '-' and a hash: gym/generator.template_id), so the interval asks what
