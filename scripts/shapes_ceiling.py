@@ -77,6 +77,7 @@ from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.gym.templates import RESERVED_TEMPLATES
 from bugfix_rl.gym.tools.code_words import file_lines
 from bugfix_rl.kernels import set_torch_threads
+from bugfix_rl.present.report_run import rate_text
 from bugfix_rl.policy.build import build_tokenizer_for
 from bugfix_rl.policy.tiny import architecture, new_tiny_agent
 from bugfix_rl.recipes import rl_base
@@ -177,37 +178,35 @@ def run_arm(cfg, base, tokenizer, make_env, tasks, label: str, split: str = "sha
     trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(cfg.seed), reference=base,
                       tasks=tasks)
     shapes_seed, temperature = cfg.eval.shapes_seed_offset + cfg.seed, cfg.algo.temperature
+
+    def read_split(policy) -> dict:
+        return evaluate_split(policy, tokenizer, make_env, split, cfg.eval.shapes_n, shapes_seed, temperature)
+
+    def read_heldout(policy) -> dict:
+        return evaluate_split(policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
+                              cfg.eval.heldout_seed_offset + cfg.seed, temperature)
+
     readings, started = {}, time.perf_counter()
     averaged = AveragedModel(trainer.model, multi_avg_fn=get_ema_multi_avg_fn(average)) if average else None
     reads = {cfg.steps, *read_at} if end_only else {0, cfg.steps // 2, cfg.steps, *read_at}
     try:
         for step in range(cfg.steps + 1):
             if step in reads:
-                result = evaluate_split(trainer.model, tokenizer, make_env, split, cfg.eval.shapes_n, shapes_seed,
-                                        temperature)
-                readings[step] = result
-                print(f"{label}: step {step:3d}: {split} pass@1 {result['pass_at_1']:.3f} "
-                      f"[{result['ci'][0]:.3f}, {result['ci'][1]:.3f}] ({time.perf_counter() - started:.0f} s)",
-                      flush=True)
+                readings[step] = read_split(trainer.model)
+                print(f"{label}: step {step:3d}: {split} pass@1 {rate_text(readings[step])} "
+                      f"({time.perf_counter() - started:.0f} s)", flush=True)
             if step < cfg.steps:
                 trainer.step(step)
                 if averaged is not None:
                     averaged.update_parameters(trainer.model)
-        heldout = evaluate_split(trainer.model, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
-                                 cfg.eval.heldout_seed_offset + cfg.seed, temperature)
-        print(f"{label}: step {cfg.steps}: held-out pass@1 {heldout['pass_at_1']:.3f} "
-              f"[{heldout['ci'][0]:.3f}, {heldout['ci'][1]:.3f}]", flush=True)
-        arm = {"shapes": readings, "heldout": heldout}
+        arm = {"shapes": readings, "heldout": read_heldout(trainer.model)}
+        print(f"{label}: step {cfg.steps}: held-out pass@1 {rate_text(arm['heldout'])}", flush=True)
         if averaged is not None:  # the same evaluation seeds as the weights' own readings: paired episode draws
-            policy = averaged.module
-            arm["average"] = {
-                "shapes": {cfg.steps: evaluate_split(policy, tokenizer, make_env, split, cfg.eval.shapes_n,
-                                                     shapes_seed, temperature)},
-                "heldout": evaluate_split(policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
-                                          cfg.eval.heldout_seed_offset + cfg.seed, temperature)}
-            for name, result in (("", arm["average"]["shapes"][cfg.steps]), (" held-out", arm["average"]["heldout"])):
-                print(f"{label}_average (decay {average}): step {cfg.steps}:{name or ' ' + split} pass@1 "
-                      f"{result['pass_at_1']:.3f} [{result['ci'][0]:.3f}, {result['ci'][1]:.3f}]", flush=True)
+            arm["average"] = {"shapes": {cfg.steps: read_split(averaged.module)},
+                              "heldout": read_heldout(averaged.module)}
+            name = f"{label}_average (decay {average}): step {cfg.steps}:"
+            print(f"{name} {split} pass@1 {rate_text(arm['average']['shapes'][cfg.steps])}", flush=True)
+            print(f"{name} held-out pass@1 {rate_text(arm['average']['heldout'])}", flush=True)
     finally:
         trainer.close()
     return arm

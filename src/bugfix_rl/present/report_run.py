@@ -8,7 +8,8 @@ from pathlib import Path
 from bugfix_rl.evaluate.reliability import reliability_line
 
 
-def _rate(summary: dict) -> str:
+def rate_text(summary: dict) -> str:
+    """`pass@1 [lo, hi]` of an evaluation summary, three decimals."""
     lo, hi = summary["ci"]
     return f"{summary['pass_at_1']:.3f} [{lo:.3f}, {hi:.3f}]"
 
@@ -16,7 +17,7 @@ def _rate(summary: dict) -> str:
 def split_rates_text(summary: dict) -> str:
     """A validation's rate per split (eval.val_splits with two: `by_split`), as '; val 0.950 [0.600, 1.000]
     on 5 tasks; shapes_val ...'; '' for one split."""
-    return "".join(f"; {split} {_rate(rate)} on {rate['tasks']} tasks" for split, rate in summary.get("by_split", {}).items())
+    return "".join(f"; {split} {rate_text(rate)} on {rate['tasks']} tasks" for split, rate in summary.get("by_split", {}).items())
 
 
 def pass_at_text(summary: dict, k: int) -> str:
@@ -33,7 +34,7 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
              "![dashboard](dashboard.png)", "", f"## Validation (checkpoint selection, on {chosen_on(result)})", "",
              "| step | pass@1 [95% CI over tasks, Wilson] | per task |", "|---|---|---|"]
     for step, v in result["validation"].items():
-        lines.append(f"| {step} | {_rate(v)}{split_rates_text(v)} | {v['per_task']} (of {v['n']}) |")
+        lines.append(f"| {step} | {rate_text(v)}{split_rates_text(v)} | {v['per_task']} (of {v['n']}) |")
     lines += ["", f"Chosen checkpoint: step {result['chosen_step']} (best validation pass@1 on {chosen_on(result)}, ties -> earliest).", ""]
     stop = result.get("stop") or {}
     if stop.get("stopped_at"):
@@ -46,7 +47,7 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
                   "| model | pass@1 [95% CI] | pass@4 | pass@8 | per task |", "|---|---|---|---|---|"]
         for name in ("base", "chosen"):
             t = test[name]
-            lines.append(f"| {name} | {_rate(t)} | {pass_at_text(t, 4)} | {pass_at_text(t, 8)} |"
+            lines.append(f"| {name} | {rate_text(t)} | {pass_at_text(t, 4)} | {pass_at_text(t, 8)} |"
                          f" {t['per_task']} (of {t['n']}) |")
         d = test["paired_diff"]
         lines += ["", f"chosen - base, paired over {n_tasks} test tasks: {d['diff']:+.3f}"
@@ -55,7 +56,7 @@ def write_summary(run_dir: Path, result: dict, rows: list[dict]) -> Path:
         lines += ["", *(f"- {name}: {reliability_line(test[name], test[name]['tasks'], test[name]['n'])}"
                         for name in ("base", "chosen") if test[name].get("pass_hat_k"))]
     if "heldout" in result:
-        lines += ["", f"Held-out (all 10 tasks, chosen checkpoint): pass@1 {_rate(result['heldout'])}"
+        lines += ["", f"Held-out (all 10 tasks, chosen checkpoint): pass@1 {rate_text(result['heldout'])}"
                   f" per task {result['heldout']['per_task']} (of {result['heldout']['n']})."]
         if "behaviour" in result["heldout"] and "behaviour" in result.get("heldout_base", {}):
             lines += ["", *tool_table(result["heldout_base"], result["heldout"])]
@@ -99,7 +100,7 @@ def start_chosen_lines(result: dict, split: str, seed: int) -> list[str]:
     over templates for a generated split."""
     chosen, start, d = result[split], result[f"{split}_base"], result[f"{split}_paired_diff"]
     label = SPLIT_LABELS[split]
-    return [f"{label} pass@1: chosen {_rate(chosen)}, start {_rate(start)}"
+    return [f"{label} pass@1: chosen {rate_text(chosen)}, start {rate_text(start)}"
             f" ({chosen['tasks']} tasks x {chosen['n']} episodes, seed {seed})",
             f"chosen - start, paired over {d['tasks']} {label} tasks: {d['diff']:+.3f}"
             f" [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] (one seed; t + MOVER hull, over tasks)",
@@ -146,7 +147,7 @@ def tool_table(before: dict, after: dict) -> list[str]:
     """The book's tools-lab table (markdown lines): pass@1 with its CI, then per-episode behaviour means."""
     n_tasks = len(before["per_task"])
     lines = [f"| held-out, per episode ({n_tasks} tasks x {before['n']}) | start | after RL |", "|---|---|---|",
-             f"| pass@1 [95% CI] | {_rate(before)} | {_rate(after)} |"]
+             f"| pass@1 [95% CI] | {rate_text(before)} | {rate_text(after)} |"]
     for label, key in TOOL_TABLE_ROWS:
         lines.append(f"| {label} | {tool_value(before['behaviour'], key):.2f} | {tool_value(after['behaviour'], key):.2f} |")
     return lines

@@ -21,7 +21,7 @@ from urllib.parse import quote
 from bugfix_rl.evaluate.episodes import decode_ids, token_runs
 from bugfix_rl.evaluate.reliability import reliability_line
 from bugfix_rl.present.report_run import (SHAPE_SPLIT_TITLES, chosen_on, gain_kept_lines, over_templates_lines,
-                                          split_rates_text)
+                                          rate_text, split_rates_text)
 
 EPISODES_PER_KIND = 2  # successes and failures shown per task and policy
 
@@ -117,11 +117,6 @@ def legend() -> str:
                          token_style(-0.01, -2.0))
 
 
-def _rate(summary: dict) -> str:
-    lo, hi = summary["ci"]
-    return f"{summary['pass_at_1']:.3f} [{lo:.3f}, {hi:.3f}]"
-
-
 def _reliability(summary: dict, label: str) -> list[str]:
     """A paragraph with pass^k, the flip rate and the noise floor of one evaluation (none in an eval.json
     written before they existed)."""
@@ -144,29 +139,29 @@ def run_page(run_dir: Path, result: dict, episodes: dict[str, list], tokenizer) 
     out.append(f"<h2>Validation (checkpoint selection, on {_e(chosen_on(result))})</h2><table id='validation'><tr><th>step</th><th>pass@1"
                " [95% CI]</th><th>per task (of n)</th></tr>")
     for step, v in result["validation"].items():
-        out.append(f"<tr><td>{_e(step)}</td><td>{_rate(v)}{_e(split_rates_text(v))}</td><td>{_e(v['per_task'])} of"
+        out.append(f"<tr><td>{_e(step)}</td><td>{rate_text(v)}{_e(split_rates_text(v))}</td><td>{_e(v['per_task'])} of"
                    f" {v['n']}</td></tr>")
     out.append("</table>")
     if "test" in result:
         test = result["test"]
         out.append("<h2>Test</h2><table id='test'><tr><th>model</th><th>pass@1 [95% CI]</th><th>per task</th></tr>")
         for name in ("base", "chosen"):
-            out.append(f"<tr><td>{name}</td><td>{_rate(test[name])}</td><td>{_e(test[name]['per_task'])} of"
+            out.append(f"<tr><td>{name}</td><td>{rate_text(test[name])}</td><td>{_e(test[name]['per_task'])} of"
                        f" {test[name]['n']}</td></tr>")
         d = test["paired_diff"]
         out.append(f"</table><p>chosen - base, paired over tasks: {d['diff']:+.3f} [{d['ci'][0]:+.3f},"
                    f" {d['ci'][1]:+.3f}]</p>")
         out += _reliability(test["base"], "base") + _reliability(test["chosen"], "chosen")
     if "heldout" in result:
-        out.append(f"<h2>Held-out</h2><p>chosen checkpoint {_rate(result['heldout'])}; start"
-                   f" {_rate(result['heldout_base'])} (all held-out tasks).</p>")
+        out.append(f"<h2>Held-out</h2><p>chosen checkpoint {rate_text(result['heldout'])}; start"
+                   f" {rate_text(result['heldout_base'])} (all held-out tasks).</p>")
         out += _reliability(result["heldout"], "final") + _reliability(result["heldout_base"], "start")
     for split, (title, what) in SHAPE_SPLIT_TITLES.items():
         if split not in result:
             continue
         d, shapes = result[f"{split}_paired_diff"], result[split]
-        out.append(f"<h2>{title}</h2><p id='{split}'>chosen checkpoint {_rate(shapes)}; start"
-                   f" {_rate(result[f'{split}_base'])} (all {shapes['tasks']} {split} tasks x {shapes['n']}: {what});"
+        out.append(f"<h2>{title}</h2><p id='{split}'>chosen checkpoint {rate_text(shapes)}; start"
+                   f" {rate_text(result[f'{split}_base'])} (all {shapes['tasks']} {split} tasks x {shapes['n']}: {what});"
                    f" chosen - start, paired over tasks: {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}].</p>")
         out += [f"<p>{_e(line)}</p>" for line in over_templates_lines(d, split)]
         if split == "shapes":
