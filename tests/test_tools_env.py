@@ -10,7 +10,7 @@ from bugfix_rl.config import EnvConfig
 from bugfix_rl.gym.agents.scripted_tools import RandomWordsPolicy, ToolsOraclePolicy, edit_words
 from bugfix_rl.gym.ops import hardcode_tests
 from bugfix_rl.gym.tasks import ALL_TASKS, task_by_name
-from bugfix_rl.gym.tools.calls import COMPACT_FAILURE_KINDS, FAILURE_KINDS, JSON_ONLY_FAILURES
+from bugfix_rl.gym.tools.calls import COMPACT_FAILURE_KINDS, FAILURE_KINDS, JSON_ONLY_FAILURES, PARSER_NAMED_FAILURES
 from bugfix_rl.gym.tools.code_words import code_to_words
 from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig, ToolsEpisodeInfo, make_tools_env_factory
 from bugfix_rl.gym.tools.repo import make_repo
@@ -152,15 +152,43 @@ def test_each_json_only_failure_kind(turn, kind):
     assert sorted(env.files) == ["pin.py", "test_pin.py"]
 
 
+UNINDENTED = "Read pin.py ; Edit pin.py old <indent> return load < cap new return load <= cap"
+
+
+def test_check_edit_syntax_refuses_an_edit_that_breaks_the_file_and_names_the_parser_error():
+    env = make_env(check_edit_syntax=True)
+    assert step(env, UNINDENTED).endswith("; error : IndentationError line 2")
+    assert env.files["pin.py"] == "def pin(load, cap):\n    return load < cap\n" and env.info.failed == {"syntax_error": 1}
+    call = {"name": "Edit", "arguments": {"file_path": "pin.py", "old_string": "    return", "new_string": "return ("}}
+    (response,) = env.step_json(f"<tool_call>{json.dumps(call)}</tool_call>")
+    assert response.startswith("Error: The edit was not applied") and "(line 2)" in response
+    assert env.info.failed == {"syntax_error": 2} and env.info.actions[-1] == "Edit:syntax_error"
+
+
+def test_without_check_edit_syntax_the_breaking_edit_is_applied():
+    env = make_env()
+    step(env, UNINDENTED)
+    assert env.files["pin.py"] == "def pin(load, cap):\nreturn load <= cap\n" and not env.info.failed
+
+
+def test_check_edit_syntax_lets_a_file_that_already_fails_to_parse_be_edited():
+    env = make_env(check_edit_syntax=True)
+    step(env, "Write junk.py content x = (")
+    assert step(env, "Edit junk.py old x new y").endswith("1 y = (") and not env.info.failed
+
+
 def test_every_failure_kind_is_covered():
     assert {kind for _, kind in FAILURE_CASES} == set(COMPACT_FAILURE_KINDS)
     assert {kind for _, kind in JSON_FAILURE_CASES} == set(JSON_ONLY_FAILURES)
-    assert set(COMPACT_FAILURE_KINDS) | set(JSON_ONLY_FAILURES) == set(FAILURE_KINDS)
+    assert set(PARSER_NAMED_FAILURES) == {"syntax_error"}  # test_check_edit_syntax_refuses_...
+    assert set(COMPACT_FAILURE_KINDS) | set(JSON_ONLY_FAILURES) | set(PARSER_NAMED_FAILURES) == set(FAILURE_KINDS)
 
 
 def test_json_only_failures_leave_the_compact_vocabulary_as_it_was():
     vocabulary = tools_vocabulary(ALL_TASKS)  # checkpoints store theirs; a new word would orphan them
     assert set(COMPACT_FAILURE_KINDS) <= vocabulary and not set(JSON_ONLY_FAILURES) & vocabulary
+    assert not set(PARSER_NAMED_FAILURES) & vocabulary
+    assert {"SyntaxError", "IndentationError", "line"} <= vocabulary  # what a syntax_error refusal shows
 
 
 def test_replace_all_and_write_then_edit_without_read():

@@ -43,6 +43,7 @@ class EnvConfig:
     truncation: str = "zero"  # an episode that ends unsubmitted: zero (paid 0) | grade (final code graded)
     leak_canary: bool = True  # hidden-only test input in an observation: edit menu stops the run; tools: episode pays 0
     max_calls_per_turn: int = 4  # tools env: calls executed per turn
+    check_edit_syntax: bool = False  # tools env: an Edit that would leave a .py file unparseable is refused (syntax_error), as SWE-agent's edit linter does
     guide_old_string: bool = False  # tools env, TinyAgent: sampling holds an Edit's old_string to whole listed lines (policy/guided_edits.py)
     step_budget_s: float = 20.0  # tools env: wall clock of a step's sandbox runs (grading: 10 s a job; 20 fits a step)
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)  # tools: the sandbox's limits

@@ -39,11 +39,15 @@ FAILURE_KINDS = (
     "too_large",       # Edit/Write: the file would exceed max_file_chars (or the repo MAX_REPO_*)
     "bad_file_name",   # Write: a name the sandbox could not create (NUL, control characters, too long)
     "too_complex",     # Edit/Write: a .py file nested too deeply for Python's parser
+    "syntax_error",    # Edit, with env.check_edit_syntax: a .py file that parses would no longer parse
 )
 # Kinds a compact turn cannot cause (its file names are vocabulary words, its actions 48 tokens), kept
 # out of the compact vocabulary so that tokenizers and their checkpoints stay as they were.
 JSON_ONLY_FAILURES = ("bad_file_name", "too_complex")
-COMPACT_FAILURE_KINDS = tuple(kind for kind in FAILURE_KINDS if kind not in JSON_ONLY_FAILURES)
+# Kinds the compact view names by the parser's own words (`error : IndentationError line 3`, words the
+# vocabulary has), not by the kind, for the same reason.
+PARSER_NAMED_FAILURES = ("syntax_error",)
+COMPACT_FAILURE_KINDS = tuple(kind for kind in FAILURE_KINDS if kind not in JSON_ONLY_FAILURES + PARSER_NAMED_FAILURES)
 _FAILURE_TEXT = {
     "file_not_found": "File does not exist.",
     "not_read": "File has not been read yet. Read it first before writing to it.",
@@ -57,6 +61,7 @@ _FAILURE_TEXT = {
     "too_large": "The file would be too large.",
     "bad_file_name": "File names must be 1-100 printable characters, without '/' or NUL.",
     "too_complex": "The file is nested too deeply for Python to parse.",
+    "syntax_error": "The edit was not applied: Python could not parse the file after it.",
 }
 
 
@@ -81,7 +86,8 @@ class ToolResult:
     """What one call did. error: None on success, else a failure kind (FAILURE_KINDS) or
     'malformed'; text: what the JSON front-end shows; listing: (first line number, lines) when the
     result is a file view (Read, Edit); brief: a shorter text for the compact view (a Bash run whose
-    test reports are cut to their `E` lines and summary), else `text` is used."""
+    test reports are cut to their `E` lines and summary; a refusal's words after `error :`, where they are
+    not its kind), else `text` is used (a refusal: its kind)."""
 
     tool: str
     error: str | None = None
@@ -91,9 +97,9 @@ class ToolResult:
     brief: str | None = None
 
 
-def refusal(tool: str, kind: str, detail: str = "") -> ToolResult:
+def refusal(tool: str, kind: str, detail: str = "", brief: str | None = None) -> ToolResult:
     """The result of a call that `tool` refused: `kind` in FAILURE_KINDS, its text and any detail."""
-    return ToolResult(tool, kind, (_FAILURE_TEXT[kind] + (f" {detail}" if detail else "")))
+    return ToolResult(tool, kind, (_FAILURE_TEXT[kind] + (f" {detail}" if detail else "")), brief=brief)
 
 
 # ---------------------------------------------------------------- schemas and validation

@@ -71,6 +71,7 @@ class ToolsEnvConfig:
     step_budget_s: float = EnvConfig.step_budget_s  # wall clock for all the sandbox runs of one step
     leak_canary: bool = EnvConfig.leak_canary  # a hidden-only input in an observation: the episode pays 0
     guide_old_string: bool = EnvConfig.guide_old_string  # the word sampler guides an Edit's old_string (policy/guided_edits.py)
+    check_edit_syntax: bool = EnvConfig.check_edit_syntax  # refuse an Edit that breaks a .py file's syntax (repo.py)
     max_output_words: int = 64  # compact view: words shown per result before `...`
     max_file_chars: int = 100_000  # largest file Edit/Write may leave (repeated replace_all can explode)
 
@@ -156,7 +157,7 @@ class ToolsEnv:
         self.shown_name = shown_name if (config.rename and shown_name) else task.fn_name
         self.source_path = source_file(self.shown_name)
         self.original = make_repo(task, self.shown_name)
-        self.repo = Repo(self.original, config.max_file_chars, self._note_source_change)
+        self.repo = Repo(self.original, config.max_file_chars, self._note_source_change, config.check_edit_syntax)
         self.shell = Shell(self.repo.files, self._run)
         self._tools = {"Read": self.repo.read_file, "Edit": self.repo.edit_file, "Write": self.repo.write_file,
                        "Bash": self.shell.bash}
@@ -362,7 +363,7 @@ def make_tools_env_factory(env_cfg):
                             rename=env_cfg.rename, reward=env_cfg.reward, partial_alpha=env_cfg.partial_alpha,
                             flaky_rate=env_cfg.flaky_rate, step_penalty=env_cfg.step_penalty,
                             step_budget_s=env_cfg.step_budget_s, leak_canary=env_cfg.leak_canary,
-                            guide_old_string=env_cfg.guide_old_string)
+                            guide_old_string=env_cfg.guide_old_string, check_edit_syntax=env_cfg.check_edit_syntax)
     sandbox = Sandbox(SandboxConfig.from_limits(env_cfg.sandbox))
 
     def make_env(task: Task, name: str | None) -> ToolsEnv:

@@ -6,7 +6,8 @@ view in `cat -n` layout (`cat_n`).
 Compact view (TinyAgent): each call's result in call order, joined by ` ; `; any word can occur (the
 TinyAgent tokenizer gives a word outside its vocabulary an episode slot). Read and a successful Edit
 show the file as `1 def pin ( x ) : <nl> 2 <indent> return x` (`empty` past its end; exact words,
-`code_words.listing_words`); Write and empty outputs `ok`; a refused call `error : <kind>`; a
+`code_words.listing_words`); Write and empty outputs `ok`; a refused call `error : <kind>` (an Edit
+refused for a syntax error `error : IndentationError line 3`, the parser's words); a
 malformed one `error : malformed <reason>`; a test run its `E` lines and summary (`assert 60 == 20
 <nl> + where 60 = pin ( 13 , 20 , 60 ) <nl> 1 failed , 2 passed`), a script its output with a
 traceback cut to its last line; results past `max_words` end in `...`. Example turn and observation:
@@ -92,7 +93,7 @@ def result_words(result: ToolResult, max_words: int) -> list[str]:
     if result.error == "malformed":
         return ["error", ":", "malformed", result.reason]
     if result.error is not None:
-        return ["error", ":", result.error]
+        return ["error", ":"] + (result.brief.split() if result.brief else [result.error])
     if result.listing is not None:
         words = listing_words(*result.listing) or ["empty"]
     else:

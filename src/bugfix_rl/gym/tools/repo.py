@@ -6,10 +6,12 @@ Every name is a plain file at the root, `/repo` (`repo_path`).
 
 Semantics (SPEC §2), with the choices made here: Read marks a file read; Edit and overwriting Write
 need it (`not_read`); a Write marks its file read. Edit checks, in order: file_not_found, not_read,
-no_change, not_found, not_unique (then too_large, a size cap on any file Edit or Write leaves, and
-too_complex). Every size is capped (a file, the repo, an Edit's result before it is built), and
-Write refuses file names the sandbox could not create (`bad_file_name`) and `.py` files Python's
-own parser gives up on (`too_complex`).
+no_change, not_found, not_unique (then too_large, a size cap on any file Edit or Write leaves,
+too_complex, and with `check_syntax` syntax_error: an Edit that would leave a .py file that parses
+unparseable is not applied, and the result names the parser's error, as SWE-agent's edit linter
+does). Every size is capped (a file, the repo, an Edit's result before it is built), and Write refuses
+file names the sandbox could not create (`bad_file_name`) and `.py` files Python's own parser gives up
+on (`too_complex`).
 """
 
 from __future__ import annotations
@@ -89,19 +91,31 @@ def apply_op_or_none(task, source: str, op: str) -> str | None:
         return None
 
 
-def _too_deep_to_parse(name: str, source: str) -> bool:
-    """True for a .py file on which Python's parser runs out of stack (MemoryError, or RecursionError
-    while building the tree), as the sandbox's import would too; a plain syntax error is the model's
-    to see, not a refusal."""
+def _parse_error(name: str, source: str) -> Exception | None:
+    """What Python's parser raises on a .py file (None when it parses, and for any other file): MemoryError
+    or RecursionError (while building the tree) when it runs out of stack, as the sandbox's import would
+    too; SyntaxError; ValueError (NUL bytes, lone surrogates)."""
     if not name.endswith(".py"):
-        return False
+        return None
     try:
         ast.parse(source)
-    except (MemoryError, RecursionError):
-        return True
-    except Exception:  # SyntaxError, ValueError (NUL bytes, lone surrogates)
-        return False
-    return False
+    except Exception as error:
+        return error
+    return None
+
+
+def _too_deep(error: Exception | None) -> bool:
+    """The parser gave up (a refusal); a plain syntax error is the model's to see, unless check_syntax."""
+    return isinstance(error, (MemoryError, RecursionError))
+
+
+def syntax_refusal(error: SyntaxError) -> ToolResult:
+    """An Edit not applied because the file would not parse: the parser's message for the JSON view,
+    its error name and line for the compact one (`IndentationError line 3`)."""
+    line = error.lineno or 0
+    message = str(error.msg)[:200]
+    return refusal("Edit", "syntax_error", f"{type(error).__name__}: {message} (line {line})",
+                   brief=f"{type(error).__name__} line {line}")
 
 
 class Repo:
@@ -109,11 +123,12 @@ class Repo:
     (`read`); the methods are the Read, Edit and Write tools. `on_store(name, text)` is called before
     a tool stores `text` as the file `name` (its old text, if any, still in `files`)."""
 
-    def __init__(self, files: dict[str, str], max_file_chars: int, on_store):
+    def __init__(self, files: dict[str, str], max_file_chars: int, on_store, check_syntax: bool = False):
         self.files = dict(files)
         self.read: set[str] = set()
         self.max_file_chars = max_file_chars  # largest file Edit/Write may leave
         self.on_store = on_store
+        self.check_syntax = check_syntax  # refuse an Edit that breaks a .py file's syntax (syntax_error)
 
     def read_file(self, file_path: str, offset: int = 1, limit: int = 2000) -> ToolResult:
         name = repo_path(file_path)
@@ -143,8 +158,11 @@ class Repo:
         if self._too_large(name, size):  # checked before the text is built: replace_all can explode
             return refusal("Edit", "too_large")
         edited = text.replace(old_string, new_string, -1 if replace_all else 1)
-        if _too_deep_to_parse(name, edited):
+        error = _parse_error(name, edited)
+        if _too_deep(error):
             return refusal("Edit", "too_complex")
+        if self.check_syntax and isinstance(error, SyntaxError) and _parse_error(name, text) is None:
+            return syntax_refusal(error)
         self._store(name, edited)
         lines = tuple(file_lines(self.files[name]))
         return ToolResult("Edit", text=f"The file {REPO_ROOT}/{name} has been updated. Here's the result of "
@@ -163,7 +181,7 @@ class Repo:
             return refusal("Write", "too_large", f"(at most {MAX_REPO_FILES} files)")
         if self._too_large(name, len(content)):
             return refusal("Write", "too_large")
-        if _too_deep_to_parse(name, content):
+        if _too_deep(_parse_error(name, content)):
             return refusal("Write", "too_complex")
         self._store(name, content)
         self.read.add(name)
