@@ -167,7 +167,7 @@ def test_check_edit_syntax_refuses_an_edit_that_breaks_the_file_and_names_the_pa
 
 def test_without_check_edit_syntax_the_breaking_edit_is_applied():
     env = make_env()
-    step(env, UNINDENTED)
+    assert step(env, UNINDENTED).endswith("; 1 def pin ( load , cap ) : <nl> 2 return load <= cap")
     assert env.files["pin.py"] == "def pin(load, cap):\nreturn load <= cap\n" and not env.info.failed
 
 
@@ -177,10 +177,48 @@ def test_check_edit_syntax_lets_a_file_that_already_fails_to_parse_be_edited():
     assert step(env, "Edit junk.py old x new y").endswith("1 y = (") and not env.info.failed
 
 
+def test_a_syntax_refusal_shows_only_vocabulary_words_even_for_a_tab_error():
+    env = make_env(check_edit_syntax=True)  # a tab-indented line under space-indented ones: TabError
+    observation = step(env, "Read pin.py ; Edit pin.py old <indent> return load < cap "
+                            "new <indent> x = 1 <nl> <tab> return load < cap")
+    assert observation.endswith("; error : IndentationError line 3") and env.info.failed == {"syntax_error": 1}
+    assert set(observation.split()) <= tools_vocabulary(ALL_TASKS)
+
+
+def test_check_edit_syntax_refuses_a_nul_byte_too():  # ValueError or SyntaxError, by Python version
+    env = make_env(check_edit_syntax=True)
+    env.step(["Read", "pin.py"])
+    call = {"name": "Edit", "arguments": {"file_path": "pin.py", "old_string": "load <", "new_string": "load\x00<"}}
+    (response,) = env.step_json(f"<tool_call>{json.dumps(call)}</tool_call>")
+    assert response.startswith("Error: The edit was not applied") and "null bytes" in response
+    assert "\x00" not in env.files["pin.py"] and env.info.failed == {"syntax_error": 1}
+
+
+def test_the_base_demonstrations_run_without_the_syntax_check(monkeypatch):
+    """The RL base's key leaves env.check_edit_syntax out, so its demonstrations must not depend on it."""
+    import bugfix_rl.gym.tools.env as tools_env
+    from bugfix_rl.config import ToolsBaseRecipeConfig, TrainConfig
+    from bugfix_rl.policy.build import build_tokenizer_for
+    from bugfix_rl.recipes.rl_base import noisy_tools_demonstrations
+
+    seen = []
+
+    class Recording(ToolsEnv):
+        def __init__(self, task, config, *args):
+            seen.append(config.check_edit_syntax)
+            super().__init__(task, config, *args)
+
+    monkeypatch.setattr(tools_env, "ToolsEnv", Recording)
+    cfg = TrainConfig()
+    cfg.env.name, cfg.env.check_edit_syntax = "tools", True
+    noisy_tools_demonstrations(ToolsBaseRecipeConfig(episodes=3), build_tokenizer_for(cfg), cfg.env)
+    assert seen == [False, False, False]
+
+
 def test_every_failure_kind_is_covered():
     assert {kind for _, kind in FAILURE_CASES} == set(COMPACT_FAILURE_KINDS)
     assert {kind for _, kind in JSON_FAILURE_CASES} == set(JSON_ONLY_FAILURES)
-    assert set(PARSER_NAMED_FAILURES) == {"syntax_error"}  # test_check_edit_syntax_refuses_...
+    assert set(PARSER_NAMED_FAILURES) == {"syntax_error"}  # the check_edit_syntax tests below and above
     assert set(COMPACT_FAILURE_KINDS) | set(JSON_ONLY_FAILURES) | set(PARSER_NAMED_FAILURES) == set(FAILURE_KINDS)
 
 
@@ -370,3 +408,14 @@ def test_factory_shares_one_sandbox():
         assert first.sandbox is second.sandbox and second.files.keys() == {"nova.py", "test_nova.py"}
     finally:
         close()
+
+
+def test_check_edit_syntax_needs_the_tools_env():
+    from bugfix_rl.config import ConfigError, TrainConfig, validate
+
+    cfg = TrainConfig()
+    cfg.env.check_edit_syntax = True
+    with pytest.raises(ConfigError, match="env.check_edit_syntax needs env=tools"):
+        validate(cfg)
+    cfg.env.name = "tools"
+    validate(cfg)

@@ -143,10 +143,10 @@ class Observed:
         return results
 
 
-def run_episode(sandbox, task, name: str, turns, counter: list[int]) -> None:
+def run_episode(sandbox, task, name: str, turns, counter: list[int], check_edit_syntax: bool = False) -> None:
     """Every turn through the env; then the properties. Raises on any violation."""
     observed = Observed(sandbox)
-    env = ToolsEnv(task, ToolsEnvConfig(), name, observed)
+    env = ToolsEnv(task, ToolsEnvConfig(check_edit_syntax=check_edit_syntax), name, observed)
     for front_end, turn in turns:
         if env.done:
             break
@@ -166,14 +166,16 @@ def run_episode(sandbox, task, name: str, turns, counter: list[int]) -> None:
 
 
 def fuzz(sandbox, examples: int, derandomize: bool) -> int:
-    """Run `examples` random episodes; the number of turns they took."""
-    counter = [0]
+    """Run `examples` random episodes, every other one with env.check_edit_syntax (not drawn, so the draws
+    stay as they were); the number of turns they took."""
+    counter, episodes = [0], [0]
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=derandomize,
               suppress_health_check=list(HealthCheck))
     @given(task=st.sampled_from(TASKS), name=st.sampled_from(["pin", "nova", "under_cap"]), turns=TURNS)
     def episode(task, name, turns):
-        run_episode(sandbox, task, name, turns, counter)
+        episodes[0] += 1
+        run_episode(sandbox, task, name, turns, counter, check_edit_syntax=episodes[0] % 2 == 0)
 
     episode()
     return counter[0]

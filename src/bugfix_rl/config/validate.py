@@ -161,6 +161,8 @@ def validate(cfg) -> None:
         raise ConfigError("stop.max_infra_share and env.infra_fault_rate must lie in [0, 1]")
     if cfg.env.guide_old_string and not (cfg.env.name == "tools" and cfg.policy.name == "tiny"):
         raise ConfigError("env.guide_old_string needs env=tools and policy=tiny (the word sampler guides the Edit call)")
+    if cfg.env.check_edit_syntax and cfg.env.name != "tools":
+        raise ConfigError("env.check_edit_syntax needs env=tools (the edit menu's ops never leave a file unparseable)")
     if cfg.env.infra_fault_rate > 0 and cfg.env.name != "tools":
         raise ConfigError("env.infra_fault_rate needs env=tools (the edit menu grades in-process, with no sandbox)")
     _check_val_splits(cfg.eval)

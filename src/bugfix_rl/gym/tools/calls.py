@@ -39,7 +39,7 @@ FAILURE_KINDS = (
     "too_large",       # Edit/Write: the file would exceed max_file_chars (or the repo MAX_REPO_*)
     "bad_file_name",   # Write: a name the sandbox could not create (NUL, control characters, too long)
     "too_complex",     # Edit/Write: a .py file nested too deeply for Python's parser
-    "syntax_error",    # Edit, with env.check_edit_syntax: a .py file that parses would no longer parse
+    "syntax_error",    # Edit, with env.check_edit_syntax: a .py file that parses would no longer parse (or hold NUL)
 )
 # Kinds a compact turn cannot cause (its file names are vocabulary words, its actions 48 tokens), kept
 # out of the compact vocabulary so that tokenizers and their checkpoints stay as they were.
@@ -98,7 +98,8 @@ class ToolResult:
 
 
 def refusal(tool: str, kind: str, detail: str = "", brief: str | None = None) -> ToolResult:
-    """The result of a call that `tool` refused: `kind` in FAILURE_KINDS, its text and any detail."""
+    """The result of a call that `tool` refused: `kind` in FAILURE_KINDS, its text and any detail; brief:
+    the compact view's words after `error :` where they are not the kind (PARSER_NAMED_FAILURES)."""
     return ToolResult(tool, kind, (_FAILURE_TEXT[kind] + (f" {detail}" if detail else "")), brief=brief)
 
 

@@ -354,16 +354,20 @@ class ToolsEnv:
         return self._reward
 
 
-def make_tools_env_factory(env_cfg):
+def make_tools_env_factory(env_cfg, check_edit_syntax: bool | None = None):
     """(make_env(task, shown_name), close) for the train entry point: one shared sandbox, also
-    `make_env.sandbox` for the run's other sandbox work (checking generated training tasks)."""
+    `make_env.sandbox` for the run's other sandbox work (checking generated training tasks);
+    check_edit_syntax, when given, in place of env_cfg's."""
     from bugfix_rl.sandbox import Sandbox, SandboxConfig
 
+    if check_edit_syntax is None:
+        check_edit_syntax = env_cfg.check_edit_syntax
     config = ToolsEnvConfig(max_turns=env_cfg.max_turns, max_calls_per_turn=env_cfg.max_calls_per_turn,
                             rename=env_cfg.rename, reward=env_cfg.reward, partial_alpha=env_cfg.partial_alpha,
                             flaky_rate=env_cfg.flaky_rate, step_penalty=env_cfg.step_penalty,
                             step_budget_s=env_cfg.step_budget_s, leak_canary=env_cfg.leak_canary,
-                            guide_old_string=env_cfg.guide_old_string, check_edit_syntax=env_cfg.check_edit_syntax)
+                            guide_old_string=env_cfg.guide_old_string,
+                            check_edit_syntax=check_edit_syntax)
     sandbox = Sandbox(SandboxConfig.from_limits(env_cfg.sandbox))
 
     def make_env(task: Task, name: str | None) -> ToolsEnv:

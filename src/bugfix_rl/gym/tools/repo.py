@@ -7,7 +7,7 @@ Every name is a plain file at the root, `/repo` (`repo_path`).
 Semantics (SPEC §2), with the choices made here: Read marks a file read; Edit and overwriting Write
 need it (`not_read`); a Write marks its file read. Edit checks, in order: file_not_found, not_read,
 no_change, not_found, not_unique (then too_large, a size cap on any file Edit or Write leaves,
-too_complex, and with `check_syntax` syntax_error: an Edit that would leave a .py file that parses
+too_complex, and with `check_edit_syntax` syntax_error: an Edit that would leave a .py file that parses
 unparseable is not applied, and the result names the parser's error, as SWE-agent's edit linter
 does). Every size is capped (a file, the repo, an Edit's result before it is built), and Write refuses
 file names the sandbox could not create (`bad_file_name`) and `.py` files Python's own parser gives up
@@ -105,17 +105,19 @@ def _parse_error(name: str, source: str) -> Exception | None:
 
 
 def _too_deep(error: Exception | None) -> bool:
-    """The parser gave up (a refusal); a plain syntax error is the model's to see, unless check_syntax."""
+    """The parser gave up (a refusal); a plain syntax error is the model's to see, unless check_edit_syntax."""
     return isinstance(error, (MemoryError, RecursionError))
 
 
-def syntax_refusal(error: SyntaxError) -> ToolResult:
-    """An Edit not applied because the file would not parse: the parser's message for the JSON view,
-    its error name and line for the compact one (`IndentationError line 3`)."""
-    line = error.lineno or 0
-    message = str(error.msg)[:200]
+def _syntax_refusal(error: Exception) -> ToolResult:
+    """An Edit not applied because the file would not parse (a SyntaxError, or a ValueError for a NUL
+    byte): the parser's error, message and line for the JSON view; for the compact one its class in the
+    vocabulary's words, `IndentationError` (TabError too) or `SyntaxError`, and the line."""
+    line = getattr(error, "lineno", None) or 0
+    message = str(getattr(error, "msg", error))[:200]
+    word = "IndentationError" if isinstance(error, IndentationError) else "SyntaxError"
     return refusal("Edit", "syntax_error", f"{type(error).__name__}: {message} (line {line})",
-                   brief=f"{type(error).__name__} line {line}")
+                   brief=f"{word} line {line}")
 
 
 class Repo:
@@ -123,12 +125,12 @@ class Repo:
     (`read`); the methods are the Read, Edit and Write tools. `on_store(name, text)` is called before
     a tool stores `text` as the file `name` (its old text, if any, still in `files`)."""
 
-    def __init__(self, files: dict[str, str], max_file_chars: int, on_store, check_syntax: bool = False):
+    def __init__(self, files: dict[str, str], max_file_chars: int, on_store, check_edit_syntax: bool = False):
         self.files = dict(files)
         self.read: set[str] = set()
         self.max_file_chars = max_file_chars  # largest file Edit/Write may leave
         self.on_store = on_store
-        self.check_syntax = check_syntax  # refuse an Edit that breaks a .py file's syntax (syntax_error)
+        self.check_edit_syntax = check_edit_syntax  # refuse an Edit that breaks a .py file's syntax (syntax_error)
 
     def read_file(self, file_path: str, offset: int = 1, limit: int = 2000) -> ToolResult:
         name = repo_path(file_path)
@@ -161,8 +163,8 @@ class Repo:
         error = _parse_error(name, edited)
         if _too_deep(error):
             return refusal("Edit", "too_complex")
-        if self.check_syntax and isinstance(error, SyntaxError) and _parse_error(name, text) is None:
-            return syntax_refusal(error)
+        if self.check_edit_syntax and isinstance(error, (SyntaxError, ValueError)) and _parse_error(name, text) is None:
+            return _syntax_refusal(error)
         self._store(name, edited)
         lines = tuple(file_lines(self.files[name]))
         return ToolResult("Edit", text=f"The file {REPO_ROOT}/{name} has been updated. Here's the result of "
