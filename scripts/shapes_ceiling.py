@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/shapes_ceiling.py [--exp tools_generated] [--seed 0] [--steps 60] [--out FILE]
                                                [--base training|reserved] [--set KEY=VALUE ...]
-                                               [--read-at STEP ...] [--average DECAY] [--end-only]
+                                               [--read-at STEP ...] [--average DECAY] [--end-only] [--behaviour]
 
 Two arms from the same RL base, seed and recipe, one after the other in this process:
 
@@ -44,6 +44,10 @@ old_string at a training template's length is what keeps it from new shapes. `--
 1) widens a chosen Edit by 1 to K lines (drawn evenly), one line at a time. A widened base is cached
 beside the RL bases, keyed by the preset base's key, P and K, so the seeds of one arm build it once.
 
+`--behaviour` keeps the end's episodes and writes, beside each of its readings, their behaviour means (as
+eval.json has them) and, per kind of refused call, how many episodes had one and how many of those
+passed: whether the agent recovers from a refusal. The episodes are the same; they are only kept.
+
 `--average DECAY` keeps an exponential moving average of the policy's weights beside the training
 (torch.optim.swa_utils.AveragedModel: after each step, average = DECAY x average + (1 - DECAY) x
 weights, starting from the weights after the first step) and reads it too at the end, on the split and
@@ -68,6 +72,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from bugfix_rl.checkpoint import model_tensors, save_checkpoint
 from bugfix_rl.cli import compose_train
 from bugfix_rl.errors import UserError
+from bugfix_rl.evaluate.evaluate import behaviour_stats
 from bugfix_rl.evaluate.stats import paired_summary
 from bugfix_rl.gym import generator
 from bugfix_rl.gym.agents import scripted_tools
@@ -75,6 +80,7 @@ from bugfix_rl.gym.agents.scripted_tools import line_edit
 from bugfix_rl.gym.envs import env_sandbox, make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.gym.templates import RESERVED_TEMPLATES
+from bugfix_rl.gym.tools.calls import FAILURE_KINDS
 from bugfix_rl.gym.tools.code_words import file_lines
 from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.present.report_run import rate_text
@@ -169,22 +175,43 @@ def widened_base(cfg, tokenizer, share: float, most_lines: int = 1):
     return model
 
 
+def with_behaviour(result: dict, episodes: list) -> dict:
+    """A reading with what its episodes did: per-episode means of their info metrics ("behaviour", as
+    eval.json has them) and, per kind of refused call, [episodes with one, of those the ones that
+    passed] ("after_refusal"): whether the agent recovers from a refusal."""
+    after: dict[str, list[int]] = {}
+    for episode in episodes:
+        for kind in {action.partition(":")[2] for action in episode.info.actions} & set(FAILURE_KINDS):
+            counts = after.setdefault(kind, [0, 0])
+            counts[0] += 1
+            counts[1] += int(episode.reward >= 1.0)
+    return {**result, "behaviour": behaviour_stats(episodes), "after_refusal": dict(sorted(after.items()))}
+
+
 def run_arm(cfg, base, tokenizer, make_env, tasks, label: str, split: str = "shapes",
-            read_at: tuple[int, ...] = (), average: float | None = None, end_only: bool = False) -> dict:
+            read_at: tuple[int, ...] = (), average: float | None = None, end_only: bool = False,
+            behaviour: bool = False) -> dict:
     """The arm's readings: {"shapes": {step: result}, "heldout": result}, and with `average` (a decay) the
-    same two for the moving average of the weights at the end under "average"."""
+    same two for the moving average of the weights at the end under "average". With `behaviour`, the
+    end's readings of the weights also hold what their episodes did (`with_behaviour`); the episodes are
+    the same, only kept."""
     model = copy.deepcopy(base)
     torch.manual_seed(cfg.seed)
     trainer = Trainer(cfg, model, tokenizer, make_env, torch.Generator().manual_seed(cfg.seed), reference=base,
                       tasks=tasks)
     shapes_seed, temperature = cfg.eval.shapes_seed_offset + cfg.seed, cfg.algo.temperature
 
-    def read_split(policy) -> dict:
-        return evaluate_split(policy, tokenizer, make_env, split, cfg.eval.shapes_n, shapes_seed, temperature)
+    def read_split(policy, keep: bool = False) -> dict:
+        episodes = [] if keep else None
+        result = evaluate_split(policy, tokenizer, make_env, split, cfg.eval.shapes_n, shapes_seed, temperature,
+                                episodes)
+        return with_behaviour(result, episodes) if keep else result
 
-    def read_heldout(policy) -> dict:
-        return evaluate_split(policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
-                              cfg.eval.heldout_seed_offset + cfg.seed, temperature)
+    def read_heldout(policy, keep: bool = False) -> dict:
+        episodes = [] if keep else None
+        result = evaluate_split(policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
+                                cfg.eval.heldout_seed_offset + cfg.seed, temperature, episodes)
+        return with_behaviour(result, episodes) if keep else result
 
     readings, started = {}, time.perf_counter()
     averaged = AveragedModel(trainer.model, multi_avg_fn=get_ema_multi_avg_fn(average)) if average else None
@@ -192,14 +219,14 @@ def run_arm(cfg, base, tokenizer, make_env, tasks, label: str, split: str = "sha
     try:
         for step in range(cfg.steps + 1):
             if step in reads:
-                readings[step] = read_split(trainer.model)
+                readings[step] = read_split(trainer.model, keep=behaviour and step == cfg.steps)
                 print(f"{label}: step {step:3d}: {split} pass@1 {rate_text(readings[step])} "
                       f"({time.perf_counter() - started:.0f} s)", flush=True)
             if step < cfg.steps:
                 trainer.step(step)
                 if averaged is not None:
                     averaged.update_parameters(trainer.model)
-        arm = {"shapes": readings, "heldout": read_heldout(trainer.model)}
+        arm = {"shapes": readings, "heldout": read_heldout(trainer.model, keep=behaviour)}
         print(f"{label}: step {cfg.steps}: held-out pass@1 {rate_text(arm['heldout'])}", flush=True)
         if averaged is not None:  # the same evaluation seeds as the weights' own readings: paired episode draws
             arm["average"] = {"shapes": {cfg.steps: read_split(averaged.module)},
@@ -248,6 +275,9 @@ def main() -> None:
                         help="also read a moving average of the weights (this decay per step) at the end")
     parser.add_argument("--end-only", action="store_true",
                         help="read the split at the end (and each --read-at step) only, not at step 0 and half way")
+    parser.add_argument("--behaviour", action="store_true",
+                        help="the end's readings also hold their episodes' behaviour means and, per refused-call "
+                             "kind, how many episodes had one and passed")
     parser.add_argument("--out", type=Path, help="write the readings as JSON here")
     args = parser.parse_args()
     if args.widen_edits and args.base == "reserved":
@@ -292,7 +322,7 @@ def main() -> None:
               f"{widened}; pools: "
               + ", ".join(f"{label} {len(pool)} tasks" for label, pool in pools.items()), flush=True)
         arms = {label: run_arm(cfg, base, tokenizer, make_env, pool, label, args.split, tuple(args.read_at),
-                               args.average, args.end_only)
+                               args.average, args.end_only, args.behaviour)
                 for label, pool in pools.items()}
         arms.update({f"{label}_average": arm.pop("average") for label, arm in list(arms.items()) if "average" in arm})
     finally:

@@ -179,3 +179,21 @@ def test_each_side_can_read_another_arm_of_the_same_files(tmp_path, monkeypatch,
     assert any(line.startswith("heldout: a - b +0.250") for line in lines)
     with pytest.raises(SystemExit, match="not a shapes_ceiling.py --out file with arm 'training_mean'"):
         _compare(monkeypatch, capsys, "--a", *files, "--b", *files, "--a-arm", "training_mean")
+
+
+def test_behaviour_readings_count_refusals_and_the_episodes_that_passed_after_one():
+    """shapes_ceiling.py --behaviour: per refused-call kind, [episodes with one, of those passed]."""
+    from bugfix_rl.gym.tools.env import ToolsEpisodeInfo
+    from bugfix_rl.types import Trajectory
+
+    def episode(actions: list[str], reward: float) -> Trajectory:
+        info = ToolsEpisodeInfo(task="t", fix_op="fix_comparison", actions=actions)
+        return Trajectory(ids=[1, 2, 3], policy_mask=[False, True, True], sampler_logp=[0.0, -1.0, -1.0],
+                          reward=reward, group=0, info=info)
+
+    episodes = [episode(["Read", "Edit:syntax_error", "Edit:syntax_error", "Edit"], 1.0),
+                episode(["Read", "Edit:syntax_error", "malformed:unterminated"], 0.0),
+                episode(["Edit:not_read", "Read", "Edit"], 1.0), episode(["Read", "Edit"], 0.0)]
+    reading = load_script("shapes_ceiling").with_behaviour({"pass_at_1": 0.5}, episodes)
+    assert reading["after_refusal"] == {"not_read": [1, 1], "syntax_error": [2, 1]}
+    assert reading["pass_at_1"] == 0.5 and reading["behaviour"]["reward"] == 0.5
