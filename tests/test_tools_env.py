@@ -1,5 +1,6 @@
 """The tools env: the repo, each tool and error kind, the oracle on every task, random turns, the exploit."""
 
+import contextlib
 import json
 import random
 
@@ -410,12 +411,12 @@ def test_factory_shares_one_sandbox():
         close()
 
 
-def test_check_edit_syntax_needs_the_tools_env():
+@pytest.mark.parametrize("env_name", ["edit_menu", "tools"])
+def test_check_edit_syntax_needs_the_tools_env(env_name):
     from bugfix_rl.config import ConfigError, TrainConfig, validate
 
     cfg = TrainConfig()
-    cfg.env.check_edit_syntax = True
-    with pytest.raises(ConfigError, match="env.check_edit_syntax needs env=tools"):
+    cfg.env.name, cfg.env.check_edit_syntax = env_name, True
+    refused = pytest.raises(ConfigError, match="env.check_edit_syntax needs env=tools")
+    with refused if env_name != "tools" else contextlib.nullcontext():
         validate(cfg)
-    cfg.env.name = "tools"
-    validate(cfg)
