@@ -178,13 +178,13 @@ def widened_base(cfg, tokenizer, share: float, most_lines: int = 1):
 def with_behaviour(result: dict, episodes: list) -> dict:
     """A reading with what its episodes did: per-episode means of their info metrics ("behaviour", as
     eval.json has them) and, per kind of refused call, [episodes with one, of those the ones that
-    passed] ("after_refusal"): whether the agent recovers from a refusal."""
+    passed] ("after_refusal", passed as pass@1 counts it: info.success): whether the agent recovers."""
     after: dict[str, list[int]] = {}
     for episode in episodes:
         for kind in {action.partition(":")[2] for action in episode.info.actions} & set(FAILURE_KINDS):
             counts = after.setdefault(kind, [0, 0])
             counts[0] += 1
-            counts[1] += int(episode.reward >= 1.0)
+            counts[1] += int(episode.info.success)
     return {**result, "behaviour": behaviour_stats(episodes), "after_refusal": dict(sorted(after.items()))}
 
 
@@ -201,17 +201,16 @@ def run_arm(cfg, base, tokenizer, make_env, tasks, label: str, split: str = "sha
                       tasks=tasks)
     shapes_seed, temperature = cfg.eval.shapes_seed_offset + cfg.seed, cfg.algo.temperature
 
-    def read_split(policy, keep: bool = False) -> dict:
+    def read(policy, split_name: str, n: int, seed: int, keep: bool) -> dict:
         episodes = [] if keep else None
-        result = evaluate_split(policy, tokenizer, make_env, split, cfg.eval.shapes_n, shapes_seed, temperature,
-                                episodes)
+        result = evaluate_split(policy, tokenizer, make_env, split_name, n, seed, temperature, episodes)
         return with_behaviour(result, episodes) if keep else result
 
+    def read_split(policy, keep: bool = False) -> dict:
+        return read(policy, split, cfg.eval.shapes_n, shapes_seed, keep)
+
     def read_heldout(policy, keep: bool = False) -> dict:
-        episodes = [] if keep else None
-        result = evaluate_split(policy, tokenizer, make_env, "heldout", cfg.eval.heldout_n,
-                                cfg.eval.heldout_seed_offset + cfg.seed, temperature, episodes)
-        return with_behaviour(result, episodes) if keep else result
+        return read(policy, "heldout", cfg.eval.heldout_n, cfg.eval.heldout_seed_offset + cfg.seed, keep)
 
     readings, started = {}, time.perf_counter()
     averaged = AveragedModel(trainer.model, multi_avg_fn=get_ema_multi_avg_fn(average)) if average else None

@@ -186,14 +186,14 @@ def test_behaviour_readings_count_refusals_and_the_episodes_that_passed_after_on
     from bugfix_rl.gym.tools.env import ToolsEpisodeInfo
     from bugfix_rl.types import Trajectory
 
-    def episode(actions: list[str], reward: float) -> Trajectory:
-        info = ToolsEpisodeInfo(task="t", fix_op="fix_comparison", actions=actions)
+    def episode(actions: list[str], passed: float) -> Trajectory:  # passed: the hidden tests' verdict
+        info = ToolsEpisodeInfo(task="t", fix_op="fix_comparison", actions=actions, hidden_pass=bool(passed))
         return Trajectory(ids=[1, 2, 3], policy_mask=[False, True, True], sampler_logp=[0.0, -1.0, -1.0],
-                          reward=reward, group=0, info=info)
+                          reward=passed * 0.9, group=0, info=info)  # a reward below 1 (a step penalty) still passes
 
     episodes = [episode(["Read", "Edit:syntax_error", "Edit:syntax_error", "Edit"], 1.0),
                 episode(["Read", "Edit:syntax_error", "malformed:unterminated"], 0.0),
                 episode(["Edit:not_read", "Read", "Edit"], 1.0), episode(["Read", "Edit"], 0.0)]
     reading = load_script("shapes_ceiling").with_behaviour({"pass_at_1": 0.5}, episodes)
     assert reading["after_refusal"] == {"not_read": [1, 1], "syntax_error": [2, 1]}
-    assert reading["pass_at_1"] == 0.5 and reading["behaviour"]["reward"] == 0.5
+    assert reading["pass_at_1"] == 0.5 and reading["behaviour"]["reward"] == pytest.approx(0.45)
