@@ -80,7 +80,6 @@ from bugfix_rl.gym.agents.scripted_tools import line_edit
 from bugfix_rl.gym.envs import env_sandbox, make_env_factory
 from bugfix_rl.gym.tasks import make_tasks
 from bugfix_rl.gym.templates import RESERVED_TEMPLATES
-from bugfix_rl.gym.tools.calls import FAILURE_KINDS
 from bugfix_rl.gym.tools.code_words import file_lines
 from bugfix_rl.kernels import set_torch_threads
 from bugfix_rl.present.report_run import rate_text
@@ -181,7 +180,7 @@ def with_behaviour(result: dict, episodes: list) -> dict:
     passed] ("after_refusal", passed as pass@1 counts it: info.success): whether the agent recovers."""
     after: dict[str, list[int]] = {}
     for episode in episodes:
-        for kind in {action.partition(":")[2] for action in episode.info.actions} & set(FAILURE_KINDS):
+        for kind in (kind for kind, count in episode.info.failed.items() if count):  # the env's refusals by kind
             counts = after.setdefault(kind, [0, 0])
             counts[0] += 1
             counts[1] += int(episode.info.success)

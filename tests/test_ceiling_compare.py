@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 import json
 import sys
 
@@ -187,7 +188,8 @@ def test_behaviour_readings_count_refusals_and_the_episodes_that_passed_after_on
     from bugfix_rl.types import Trajectory
 
     def episode(actions: list[str], passed: float) -> Trajectory:  # passed: the hidden tests' verdict
-        info = ToolsEpisodeInfo(task="t", fix_op="fix_comparison", actions=actions, hidden_pass=bool(passed))
+        info = ToolsEpisodeInfo(task="t", fix_op="fix_comparison", actions=actions, hidden_pass=bool(passed),
+                                failed=Counter(a.split(":")[1] for a in actions if a.startswith("Edit:")))  # as the env counts them
         return Trajectory(ids=[1, 2, 3], policy_mask=[False, True, True], sampler_logp=[0.0, -1.0, -1.0],
                           reward=passed * 0.9, group=0, info=info)  # a reward below 1 (a step penalty) still passes
 
