@@ -165,6 +165,10 @@ def test_base_cache_key_changes_only_when_on(tokenizer, monkeypatch, env):
     assert key() not in {before, on_seed_7, on_seed_0, on_grammar}
     cfg.env.generated_two_line_minmax = 0.0
     assert key() == on_grammar
+    cfg.env.generated_two_line_compare = 0.25  # two-line compare tasks too: another base again
+    assert key() not in {before, on_seed_7, on_seed_0, on_grammar}
+    cfg.env.generated_two_line_compare = 0.0
+    assert key() == on_grammar
     cfg.env.generated_grammar = 0.0
     assert key() == on_seed_0
 

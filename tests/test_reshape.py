@@ -96,18 +96,20 @@ def test_the_config_refuses_flat_pairs_without_the_grammar():
     validate(cfg)
 
 
-def test_the_config_refuses_two_line_minmax_without_generated_tasks():
+@pytest.mark.parametrize("family", ["minmax", "compare"])
+def test_the_config_refuses_two_line_tasks_without_generated_tasks(family):
     from bugfix_rl.config import ConfigError, TrainConfig, validate
 
     cfg = TrainConfig()
-    cfg.env.generated_two_line_minmax = 0.25
-    with pytest.raises(ConfigError, match="env.generated_two_line_minmax > 0 needs env.generated_tasks > 0"):
+    setattr(cfg.env, f"generated_two_line_{family}", 0.25)
+    with pytest.raises(ConfigError, match=f"env.generated_two_line_{family} > 0 needs env.generated_tasks > 0"):
         validate(cfg)
     cfg.env.generated_tasks = 10
     validate(cfg)
 
 
-@pytest.mark.parametrize("key", ["generated_reshape", "generated_grammar", "generated_two_line_minmax"])
+@pytest.mark.parametrize("key", ["generated_reshape", "generated_grammar", "generated_two_line_minmax",
+                                 "generated_two_line_compare"])
 @pytest.mark.parametrize("share", [-0.1, 1.5])
 def test_the_config_refuses_a_share_outside_0_1(share, key):
     from bugfix_rl.config import ConfigError, TrainConfig, validate

@@ -134,11 +134,13 @@ def validate(cfg) -> None:
     if cfg.env.generated_grammar_flat_pairs and not cfg.env.generated_grammar > 0:
         raise ConfigError("env.generated_grammar_flat_pairs=true needs env.generated_grammar > 0 (it shapes the "
                           "grammar's bodies)")
-    if not 0.0 <= cfg.env.generated_two_line_minmax <= 1.0:
-        raise ConfigError(f"env.generated_two_line_minmax={cfg.env.generated_two_line_minmax} must be in [0, 1] (a "
-                          f"share of the generated minmax tasks)")
-    if cfg.env.generated_two_line_minmax > 0 and not cfg.env.generated_tasks > 0:
-        raise ConfigError("env.generated_two_line_minmax > 0 needs env.generated_tasks > 0 (it replaces generated tasks)")
+    for family in ("minmax", "compare"):
+        key = f"generated_two_line_{family}"
+        share = getattr(cfg.env, key)
+        if not 0.0 <= share <= 1.0:
+            raise ConfigError(f"env.{key}={share} must be in [0, 1] (a share of the generated {family} tasks)")
+        if share > 0 and not cfg.env.generated_tasks > 0:
+            raise ConfigError(f"env.{key} > 0 needs env.generated_tasks > 0 (it replaces generated tasks)")
     if cfg.env.generated_tasks < 0:
         raise ConfigError(f"env.generated_tasks={cfg.env.generated_tasks} must be >= 0 (0 = the book's 20 tasks only)")
     if not (0 <= cfg.env.flaky_rate <= 0.5 and 0 <= cfg.env.step_penalty < math.inf and 0 <= cfg.env.partial_alpha < math.inf):

@@ -2,7 +2,8 @@
 
 API:
 
-    generated_tasks(n, seed=0, sandbox=None, reshape=0.0, grammar=0.0, flat_pairs=False, two_line_minmax=0.0)
+    generated_tasks(n, seed=0, sandbox=None, reshape=0.0, grammar=0.0, flat_pairs=False, two_line_minmax=0.0,
+                    two_line_compare=0.0)
         Training draws: n tasks from TRAINING templates only, families in turn (minmax, range, compare,
         zero, init, minmax, ...). Same seed -> identical tasks, byte for byte; split 'train'. With
         reshape > 0, that share of the draws has its body rewritten with helper locals (gym/reshape.py),
@@ -13,12 +14,13 @@ API:
         minmax bodies with two min/max lines draw flat calls (gym/grammar.grammar_template).
         two_line_minmax > 0: after the draw, that share of the minmax tasks is replaced by grammar
         minmax tasks (flat pairs) whose fix spans two lines, chosen and drawn from a stream of their
-        own, so every other task is the one drawn without it.
+        own, so every other task is the one drawn without it. two_line_compare > 0: the same for the
+        compare tasks, replaced by grammar compare tasks with two comparisons on adjacent lines.
     training_pool(env_cfg, sandbox=None) -> list[Task]
         What RL groups and the RL base's demonstrations draw from: the book's 20 training tasks, then
         env.generated_tasks generated ones (seed env.generated_seed, reshaped share env.generated_reshape,
         grammar share env.generated_grammar, flat pairs env.generated_grammar_flat_pairs, two-line minmax
-        share env.generated_two_line_minmax) when that is > 0.
+        and compare shares env.generated_two_line_minmax and env.generated_two_line_compare) when that is > 0.
     make_tasks("shapes")  (gym/tasks.py)
         The `shapes` split: 50 tasks (10 per family) from RESERVED templates, which training draws
         never use; stored in gym/shapes_split.py (what `shapes_tasks()` gives, written by
@@ -252,7 +254,7 @@ def _draw(template: Template, rng: random.Random, split: str, reshape_share: flo
 
 def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, sandbox,
               reshape_share: float = 0.0, grammar_share: float = 0.0, flat_pairs: bool = False,
-              keep=None, taken: frozenset[str] = frozenset()) -> list[Task]:
+              keep=None, taken: frozenset[str] = frozenset(), compare_pairs: bool = False) -> list[Task]:
     """One checked task per entry of `plan` (the templates it may be drawn from; with probability
     `grammar_share` a grammar body form of their family instead). In rounds: each empty
     entry draws until a candidate passes `_draw`, is new (not in `taken` either) and, given `keep`,
@@ -260,7 +262,8 @@ def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, 
     entry whose candidate fails draws again in the next round."""
     if sandbox is None:
         with Sandbox(SandboxConfig()) as own:
-            return _generate(plan, rng, split, own, reshape_share, grammar_share, flat_pairs, keep, taken)
+            return _generate(plan, rng, split, own, reshape_share, grammar_share, flat_pairs, keep, taken,
+                             compare_pairs)
     tasks: list[Task | None] = [None] * len(plan)
     sources: set[str] = set(taken)
     draws, last_problem = [0] * len(plan), [""] * len(plan)
@@ -274,7 +277,8 @@ def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, 
                     raise RuntimeError(f"no sound task from {[t.id for t in choices]}{also} in {MAX_DRAWS} draws; "
                                        f"last problem: {last_problem[index] or 'none passed _draw (and keep)'}")
                 grammar = grammar_share > 0 and rng.random() < grammar_share  # no draw at 0: pools as before
-                template = grammar_template(choices[0].family, rng, flat_pairs) if grammar else rng.choice(choices)
+                template = (grammar_template(choices[0].family, rng, flat_pairs, compare_pairs) if grammar
+                            else rng.choice(choices))
                 task = _draw(template, rng, split, reshape_share)
                 if task is not None and task.source not in sources and (keep is None or keep(task)):
                     batch[index] = task
@@ -285,17 +289,22 @@ def _generate(plan: list[tuple[Template, ...]], rng: random.Random, split: str, 
 
 
 def generated_tasks(n: int, seed: int = 0, sandbox=None, reshape: float = 0.0, grammar: float = 0.0,
-                    flat_pairs: bool = False, two_line_minmax: float = 0.0) -> list[Task]:
+                    flat_pairs: bool = False, two_line_minmax: float = 0.0,
+                    two_line_compare: float = 0.0) -> list[Task]:
     """n distinct checked tasks from training templates, families in turn, a `reshape` share of them with
     helper locals, a `grammar` share from fresh body forms (module doc; flat_pairs: gym/grammar.py's), a
-    `two_line_minmax` share of the minmax ones then replaced by tasks whose fix spans two lines."""
-    if sandbox is None and two_line_minmax > 0:
+    `two_line_minmax` share of the minmax ones and a `two_line_compare` share of the compare ones then
+    replaced by tasks whose fix spans two lines."""
+    if sandbox is None and (two_line_minmax > 0 or two_line_compare > 0):
         with Sandbox(SandboxConfig()) as own:
-            return generated_tasks(n, seed, own, reshape, grammar, flat_pairs, two_line_minmax)
+            return generated_tasks(n, seed, own, reshape, grammar, flat_pairs, two_line_minmax, two_line_compare)
     by_family = [tuple(t for t in TRAINING_TEMPLATES if t.family == family) for family in FAMILIES]
     tasks = _generate([by_family[i % len(FAMILIES)] for i in range(n)], random.Random(seed), "train", sandbox,
                       reshape, grammar, flat_pairs)
-    return _with_two_line_minmax(tasks, two_line_minmax, seed, sandbox, reshape) if two_line_minmax > 0 else tasks
+    for family, share in (("minmax", two_line_minmax), ("compare", two_line_compare)):
+        if share > 0:
+            tasks = _with_two_line(tasks, family, share, seed, sandbox, reshape)
+    return tasks
 
 
 def fix_spans_two_lines(task: Task) -> bool:
@@ -305,16 +314,19 @@ def fix_spans_two_lines(task: Task) -> bool:
     return fixed is not None and line_edit(task.source, fixed)[0].count("\n") == 1
 
 
-def _with_two_line_minmax(tasks: list[Task], share: float, seed: int, sandbox, reshape_share: float) -> list[Task]:
-    """`tasks` with `share` of its minmax tasks replaced by grammar minmax tasks (flat pairs) whose fix spans
-    two lines. Which tasks and their replacements come from a stream of their own (seeded by `seed`), so
-    the pool's other tasks, and its draw, are those without the replacement."""
-    rng = random.Random(f"two-line minmax {seed}")
-    minmax = [index for index, task in enumerate(tasks) if task.family == "minmax"]
-    replaced = sorted(rng.sample(minmax, round(share * len(minmax))))
-    templates = tuple(t for t in TRAINING_TEMPLATES if t.family == "minmax")
-    fresh = _generate([templates] * len(replaced), rng, "train", sandbox, reshape_share, 1.0, True,
-                      keep=fix_spans_two_lines, taken=frozenset(task.source for task in tasks))
+def _with_two_line(tasks: list[Task], family: str, share: float, seed: int, sandbox,
+                   reshape_share: float) -> list[Task]:
+    """`tasks` with `share` of its `family` tasks (minmax or compare) replaced by grammar tasks of the family
+    whose fix spans two lines (minmax: flat pairs; compare: its paired forms). Which tasks and their
+    replacements come from a stream of their own (seeded by `family` and `seed`), so the pool's other
+    tasks, and its draw, are those without the replacement."""
+    rng = random.Random(f"two-line {family} {seed}")
+    of_family = [index for index, task in enumerate(tasks) if task.family == family]
+    replaced = sorted(rng.sample(of_family, round(share * len(of_family))))
+    templates = tuple(t for t in TRAINING_TEMPLATES if t.family == family)
+    fresh = _generate([templates] * len(replaced), rng, "train", sandbox, reshape_share, 1.0, family == "minmax",
+                      keep=fix_spans_two_lines, taken=frozenset(task.source for task in tasks),
+                      compare_pairs=family == "compare")
     out = list(tasks)
     for index, task in zip(replaced, fresh):
         out[index] = task
@@ -331,7 +343,8 @@ def training_pool(env_cfg=None, sandbox=None) -> list[Task]:
     n, seed, started = env_cfg.generated_tasks, env_cfg.generated_seed, time.perf_counter()
     print(f"generating {n} training tasks (env.generated_tasks, seed {seed})", file=sys.stderr, flush=True)
     generated = generated_tasks(n, seed, sandbox, env_cfg.generated_reshape, env_cfg.generated_grammar,
-                                env_cfg.generated_grammar_flat_pairs, env_cfg.generated_two_line_minmax)
+                                env_cfg.generated_grammar_flat_pairs, env_cfg.generated_two_line_minmax,
+                                env_cfg.generated_two_line_compare)
     held_out = {template.id for template in HELD_OUT_TEMPLATES}
     leaked = sorted({template_id(task) for task in generated} & held_out)
     assert not leaked, f"generated training tasks from the shapes splits' templates: {leaked}"

@@ -1,6 +1,6 @@
 """Body forms drawn from a small grammar, one family at a time: templates that no list holds.
 
-    grammar_template(family, rng, flat_pairs=False) -> Template
+    grammar_template(family, rng, flat_pairs=False, compare_pairs=False) -> Template
 
 gym/templates.py lists 55 body forms by hand (40 for training). A tiny agent trained on 40 forms
 learns those forms, not the fix (docs/TOOLS.md): a pool of 50 taught it nothing about the 5 it left
@@ -41,11 +41,12 @@ _OPS = ("+", "-", "*")
 
 
 class _Draw:
-    """One body's draw: its random source, the parameters it has asked for (placeholder -> kind), and
-    whether minmax's two-line forms are drawn more often, with flat calls (`grammar_template`)."""
+    """One body's draw: its random source, the parameters it has asked for (placeholder -> kind),
+    whether minmax's two-line forms are drawn more often, with flat calls, and whether compare draws only
+    its forms with two comparisons on adjacent lines (`grammar_template`)."""
 
-    def __init__(self, rng: random.Random, flat_pairs: bool = False):
-        self.rng, self.params, self.flat_pairs = rng, {}, flat_pairs
+    def __init__(self, rng: random.Random, flat_pairs: bool = False, compare_pairs: bool = False):
+        self.rng, self.params, self.flat_pairs, self.compare_pairs = rng, {}, flat_pairs, compare_pairs
 
     def param(self, name: str, kind: str) -> str:
         self.params.setdefault(name, kind)
@@ -210,6 +211,8 @@ def _compare(draw: _Draw) -> str:
 
     def op() -> str:
         return draw.pick(">=", "<=") if inclusive else draw.pick(">", "<")
+    if draw.compare_pairs:
+        return _compare_pair(draw, op)
     if draw.chance(0.3):  # a list filtered by a comparison with a parameter or a constant
         draw.param("A", "list")
         bound = draw.param("B", "int") if draw.chance(0.7) else "K"
@@ -258,6 +261,33 @@ def _compare(draw: _Draw) -> str:
     else:
         body = [f"Q = {comparison()}", f"return {draw.pick('Q', 'not Q')}"]
     return "\n".join(prelude + body)
+
+
+def _compare_pair(draw: _Draw, op) -> str:
+    """Two comparisons on adjacent lines, so that the family's fix spans two lines: a list filtered by two
+    nested `if`s, two helpers joined, two nested `if`s, or a helper and an `if`. Short sides (a parameter,
+    maybe `+ K`, against another or a constant), so that both lines fit one Edit of TinyAgent's turn."""
+    if draw.chance(0.3):
+        draw.param("A", "list")
+        low = draw.param("B", "int")
+        high = draw.param("C", "int") if draw.chance(0.5) else "K"
+        inner = [f"if I {op()} {high}:", *_indent([draw.pick("P += 1", "P += I")])]
+        return "\n".join(["P = 0", "for I in A:", *_indent([f"if I {op()} {low}:", *_indent(inner)]), "return P"])
+    atoms = _ints(draw, "int", 3)
+
+    def comparison() -> str:
+        left = draw.pick(*atoms)
+        right = draw.pick(*[atom for atom in atoms if atom != left], "K")
+        return f"{left} + K {op()} {right}" if draw.chance(0.25) else f"{left} {op()} {right}"
+    first, second = comparison(), comparison()
+    form = draw.pick("helpers", "nested_if", "helper_if")
+    if form == "helpers":
+        joined = f"P {draw.pick('and', 'or')} {draw.pick('Q', 'not Q')}"
+        return "\n".join([f"P = {first}", f"Q = {second}", f"return {joined}"])
+    if form == "nested_if":
+        yes, no = draw.pick(("True", "False"), ("K", "J"))
+        return "\n".join([f"if {first}:", *_indent([f"if {second}:", *_indent([f"return {yes}"])]), f"return {no}"])
+    return "\n".join([f"P = {first}", f"if {second}:", *_indent(["return P"]), f"return {draw.pick('not P', 'K')}"])
 
 
 # ---------------------------------------------------------------- zero
@@ -327,14 +357,17 @@ def _init(draw: _Draw) -> str:
 _FAMILIES = {"minmax": _minmax, "range": _range, "compare": _compare, "zero": _zero, "init": _init}
 
 
-def grammar_template(family: str, rng: random.Random, flat_pairs: bool = False) -> Template:
+def grammar_template(family: str, rng: random.Random, flat_pairs: bool = False,
+                     compare_pairs: bool = False) -> Template:
     """A fresh body form of `family` (module doc), as a template the generator fills and checks; drawn
     again when the body came to use no parameter (a constant function). flat_pairs: minmax's forms with
     two min/max lines (two helpers, a flag's `if`) are drawn twice as often, with flat calls
     (`_flat_call`): nested ones make the oracle's two-line Edit longer than TinyAgent's turn, and the
-    generator drops such a task (without: 1 of the 40 minmax tasks of a 200-task pool has a two-line fix)."""
+    generator drops such a task (without: 1 of the 40 minmax tasks of a 200-task pool has a two-line fix).
+    compare_pairs: compare draws only its forms with two comparisons on adjacent lines (`_compare_pair`),
+    which it has none of otherwise."""
     while True:
-        draw = _Draw(rng, flat_pairs)
+        draw = _Draw(rng, flat_pairs, compare_pairs)
         template = draw.template(family, _FAMILIES[family](draw), divisor="B" if family == "zero" else "")
         if template.params:
             return template

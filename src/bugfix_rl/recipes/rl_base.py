@@ -207,7 +207,9 @@ def base_path(tokenizer: Tokenizer, policy_cfg, env_cfg=None) -> Path:
                       **({"generated_grammar": env_cfg.generated_grammar} if env_cfg.generated_grammar else {}),
                       **({"generated_grammar_flat_pairs": True} if env_cfg.generated_grammar_flat_pairs else {}),
                       **({"generated_two_line_minmax": env_cfg.generated_two_line_minmax}
-                         if env_cfg.generated_two_line_minmax else {})}
+                         if env_cfg.generated_two_line_minmax else {}),
+                      **({"generated_two_line_compare": env_cfg.generated_two_line_compare}
+                         if env_cfg.generated_two_line_compare else {})}
     key = recipe_key(recipe, architecture(policy_cfg), tokenizer, env_fields)
     return cache_root(policy_cfg) / f"{prefix}-{key}.safetensors"
 
