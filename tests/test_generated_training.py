@@ -162,11 +162,13 @@ def test_base_cache_key_changes_only_when_on(tokenizer, monkeypatch, env):
     cfg.env.generated_grammar_flat_pairs = False
     assert key() == on_grammar
     cfg.env.generated_two_line_minmax = 0.25  # two-line minmax tasks in the pool: another base
-    assert key() not in {before, on_seed_7, on_seed_0, on_grammar}
+    on_minmax = key()
+    assert on_minmax not in {before, on_seed_7, on_seed_0, on_grammar}
+    cfg.env.generated_two_line_compare = 0.25  # two-line compare tasks too, alone or with them: others again
+    on_both = key()
     cfg.env.generated_two_line_minmax = 0.0
-    assert key() == on_grammar
-    cfg.env.generated_two_line_compare = 0.25  # two-line compare tasks too: another base again
-    assert key() not in {before, on_seed_7, on_seed_0, on_grammar}
+    on_compare = key()
+    assert len({before, on_seed_7, on_seed_0, on_grammar, on_minmax, on_both, on_compare}) == 7
     cfg.env.generated_two_line_compare = 0.0
     assert key() == on_grammar
     cfg.env.generated_grammar = 0.0

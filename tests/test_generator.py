@@ -244,7 +244,7 @@ PLAIN_GRAMMAR_POOL = "7ce48aa250daf51b"  # sha256 of the 200 sources of generate
 # sha256 of the 200 tasks' records (_record) with each switch on, as first drawn (2026-12-05): the same
 # seed gives the same tasks, in this process or any other
 FLAT_PAIRS_POOL, TWO_LINE_POOL = "95a302acbf517148", "a57985acc161f9de"
-TWO_LINE_COMPARE_POOL = "6801d5622bd640c6"  # the compare switch, as first drawn (2026-12-06)
+TWO_LINE_COMPARE_POOL = "5cb715ab14659076"  # the compare switch, as first drawn (2026-12-06)
 
 
 def _digest(tasks) -> str:
@@ -294,9 +294,9 @@ def test_two_line_minmax_replaces_only_minmax_tasks_by_two_line_fixes(plain_gram
 
 def test_two_line_compare_replaces_only_compare_tasks_by_two_comparison_lines(plain_grammar, sandbox):
     """env.generated_two_line_compare: as the minmax switch above, for compare tasks, replaced by grammar
-    ones with two comparisons on adjacent lines (the grammar has none otherwise); with both switches on,
-    each family's replacements are those it gets alone."""
-    from bugfix_rl.gym.generator import fix_spans_two_lines
+    ones with two comparisons on adjacent lines (the grammar has none otherwise) that each must be fixed;
+    with both switches on, each family's replacements are those it gets alone."""
+    from bugfix_rl.gym.generator import fix_needs_both_lines
 
     plain = plain_grammar
     assert not any(_fix_lines(t) == 2 for t in plain if t.family == "compare")
@@ -305,7 +305,7 @@ def test_two_line_compare_replaces_only_compare_tasks_by_two_comparison_lines(pl
     replaced = [i for i, (a, b) in enumerate(zip(plain, mixed)) if _record(a) != _record(b)]
     assert {plain[i].family for i in replaced} == {"compare"} and len(replaced) == 10  # a quarter of 40
     new = [mixed[i] for i in replaced]
-    assert all(fix_spans_two_lines(t) and template_id(t) == "compare/grammar" for t in new)
+    assert all(fix_needs_both_lines(t) and template_id(t) == "compare/grammar" for t in new)
     assert all(len(re.findall(r" [<>]=? ", t.source)) == 2 for t in new)
     assert len({t.source for t in mixed}) == 200
     assert_sound(new, sandbox)
@@ -314,6 +314,20 @@ def test_two_line_compare_replaces_only_compare_tasks_by_two_comparison_lines(pl
     assert _digest([t for t in both if t.family == "minmax"]) == _digest(
         [t for t in generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, two_line_minmax=0.25)
          if t.family == "minmax"])
+
+
+def test_a_two_line_fix_needs_both_lines_only_when_each_line_alone_fails_a_hidden_test():
+    """fix_needs_both_lines: with either changed line left buggy, some hidden test must fail."""
+    from bugfix_rl.gym.generator import fix_needs_both_lines
+
+    both = "def f(a, b):\n    p = a > b\n    q = b > 3\n    return p and q\n"  # fixed: a >= b, b >= 3
+    hidden = (((2, 2), False), ((5, 3), True), ((4, 4), True))
+    assert not fix_needs_both_lines(Task("compare/pair", "f", both, (), hidden[:2], "train"))  # misses a == b
+    assert fix_needs_both_lines(Task("compare/pair", "f", both, (), hidden, "train"))
+    implied = "def f(a, b):\n    p = a > b\n    q = a + 1 > b\n    return p or q\n"  # q alone decides
+    assert not fix_needs_both_lines(Task("compare/pair", "f", implied, (), (((3, 4), True), ((3, 3), True)), "train"))
+    one_line = "def f(a, b):\n    return a > b\n"
+    assert not fix_needs_both_lines(Task("compare/one", "f", one_line, (), (((3, 3), True),), "train"))
 
 
 def test_grammar_generation_is_deterministic_and_off_by_default(sandbox, monkeypatch):

@@ -314,18 +314,35 @@ def fix_spans_two_lines(task: Task) -> bool:
     return fixed is not None and line_edit(task.source, fixed)[0].count("\n") == 1
 
 
+def fix_needs_both_lines(task: Task) -> bool:
+    """Whether the fix spans two lines that each matter: the oracle's Edit replaces two lines, and the fixed
+    source with either changed line left as it was fails a hidden test, so no one-line Edit earns the reward."""
+    fixed = ops.apply_op(task, task.source, task.fix_op)
+    if fixed is None or not fix_spans_two_lines(task):
+        return False
+    buggy_lines, fixed_lines = task.source.split("\n"), fixed.split("\n")
+    changed = [i for i, (buggy, right) in enumerate(zip(buggy_lines, fixed_lines)) if buggy != right]
+    if len(buggy_lines) != len(fixed_lines) or len(changed) != 2:
+        return False
+    partial_fixes = ("\n".join(buggy_lines[i] if j == i else line for j, line in enumerate(fixed_lines))
+                     for i in changed)
+    return not any(ops.passes_hidden(task, partial) for partial in partial_fixes)
+
+
 def _with_two_line(tasks: list[Task], family: str, share: float, seed: int, sandbox,
                    reshape_share: float) -> list[Task]:
     """`tasks` with `share` of its `family` tasks (minmax or compare) replaced by grammar tasks of the family
-    whose fix spans two lines (minmax: flat pairs; compare: its paired forms). Which tasks and their
-    replacements come from a stream of their own (seeded by `family` and `seed`), so the pool's other
-    tasks, and its draw, are those without the replacement."""
+    whose fix spans two lines (minmax: flat pairs, kept as first written: about a fifth of them pass the
+    hidden tests with one of the two lines fixed; compare: its paired forms, each line needed:
+    fix_needs_both_lines). Which tasks and their replacements come from a stream of their own (seeded by
+    `family` and `seed`), so the pool's other tasks, and its draw, are those without the replacement."""
     rng = random.Random(f"two-line {family} {seed}")
     of_family = [index for index, task in enumerate(tasks) if task.family == family]
     replaced = sorted(rng.sample(of_family, round(share * len(of_family))))
     templates = tuple(t for t in TRAINING_TEMPLATES if t.family == family)
     fresh = _generate([templates] * len(replaced), rng, "train", sandbox, reshape_share, 1.0, family == "minmax",
-                      keep=fix_spans_two_lines, taken=frozenset(task.source for task in tasks),
+                      keep=fix_needs_both_lines if family == "compare" else fix_spans_two_lines,
+                      taken=frozenset(task.source for task in tasks),
                       compare_pairs=family == "compare")
     out = list(tasks)
     for index, task in zip(replaced, fresh):

@@ -266,13 +266,16 @@ def _compare(draw: _Draw) -> str:
 def _compare_pair(draw: _Draw, op) -> str:
     """Two comparisons on adjacent lines, so that the family's fix spans two lines: a list filtered by two
     nested `if`s, two helpers joined, two nested `if`s, or a helper and an `if`. Short sides (a parameter,
-    maybe `+ K`, against another or a constant), so that both lines fit one Edit of TinyAgent's turn."""
+    maybe `+ K`, against another or a constant), so that both lines fit one Edit of TinyAgent's turn. Many
+    draws need only one of the two lines fixed (one comparison implies the other, or the tests miss one);
+    the generator keeps those that need both (generator.fix_needs_both_lines)."""
     if draw.chance(0.3):
         draw.param("A", "list")
-        low = draw.param("B", "int")
-        high = draw.param("C", "int") if draw.chance(0.5) else "K"
-        inner = [f"if I {op()} {high}:", *_indent([draw.pick("P += 1", "P += I")])]
-        return "\n".join(["P = 0", "for I in A:", *_indent([f"if I {op()} {low}:", *_indent(inner)]), "return P"])
+        first_bound = draw.param("B", "int")
+        second_bound = draw.param("C", "int") if draw.chance(0.5) else "K"
+        inner = [f"if I {op()} {second_bound}:", *_indent([draw.pick("P += 1", "P += I")])]
+        outer = [f"if I {op()} {first_bound}:", *_indent(inner)]
+        return "\n".join(["P = 0", "for I in A:", *_indent(outer), "return P"])
     atoms = _ints(draw, "int", 3)
 
     def comparison() -> str:

@@ -122,6 +122,12 @@ def _same(output, expected) -> bool:
     return output is not _ERROR and type(output) is type(expected) and output == expected
 
 
+def passes_hidden(task: Task, source: str) -> bool:
+    """Whether `source` (trusted: gym-authored) passes every hidden test of `task`."""
+    outputs = run_cases(source, task.fn_name, task.hidden_tests)
+    return all(_same(output, expected) for output, (_, expected) in zip(outputs, task.hidden_tests))
+
+
 def render_value(value) -> str:
     return "error" if value is _ERROR else " ".join(_TOKEN.findall(repr(value)))
 
