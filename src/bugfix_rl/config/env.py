@@ -34,7 +34,7 @@ class EnvConfig:
     generated_grammar: float = 0.0  # share of generated tasks drawn from a fresh body form (gym/grammar.py)
     generated_grammar_flat_pairs: bool = False  # grammar minmax forms with two min/max lines drawn twice as often, with flat calls, so their two-line fix fits TinyAgent's turn
     generated_two_line_minmax: float = 0.0  # share of the generated minmax tasks replaced, after the draw, by grammar ones whose fix spans two lines (own stream: the rest unchanged)
-    generated_two_line_compare: float = 0.0  # the same for the generated compare tasks: grammar ones with two comparisons on adjacent lines
+    generated_two_line_compare: float = 0.0  # the same for the generated compare tasks: grammar ones with two comparisons on adjacent lines, both needed by the hidden tests
     reward: str = "hidden"  # hidden: all hidden tests pass; public: all public pass (hackable); partial; mixed
     partial_alpha: float = 0.1  # reward=mixed: 1[all hidden pass] + partial_alpha * fraction passed
     flaky_rate: float = 0.0  # each test outcome behind the reward flips with this probability
