@@ -258,8 +258,9 @@ def main() -> None:
                         help="draw the reserved pool from these reserved templates only (default: all of them)")
     parser.add_argument("--with-training", action="store_true",
                         help="the reserved pool also holds the training pool's generated tasks")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="config overrides on top of the preset (e.g. env.generated_reshape=0.5)")
+    parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                        help="config overrides on top of the preset (e.g. env.generated_reshape=0.5); "
+                             "several, after one --set or after several")
     parser.add_argument("--widen-edits", type=float, default=0.0, metavar="P",
                         help="a base whose demonstrations widen a share P of their Edits by unchanged lines")
     parser.add_argument("--widen-lines", type=int, default=1, metavar="K",
