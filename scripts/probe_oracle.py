@@ -211,7 +211,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=0, help="also print the policy's K likeliest words there")
     parser.add_argument("--by-kind", nargs="+", metavar="SPLIT", help="log-prob by token kind over these splits")
     parser.add_argument("--exp", help="probe the RL base of +exp=EXP instead of a checkpoint")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for --exp")
+    parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                        help="overrides for --exp (several, after one --set or after several)")
     args = parser.parse_args()
     if (args.checkpoint is None) == (args.exp is None):
         parser.error("give a checkpoint or --exp (one of the two)")
