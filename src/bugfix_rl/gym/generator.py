@@ -316,7 +316,9 @@ def fix_spans_two_lines(task: Task) -> bool:
 
 def fix_needs_both_lines(task: Task) -> bool:
     """Whether the fix spans two lines that each matter: the oracle's Edit replaces two lines, and the fixed
-    source with either changed line left as it was fails a hidden test, so no one-line Edit earns the reward."""
+    source with either changed line left as it was fails a hidden test, so fixing one of the oracle's two
+    lines alone does not earn the reward (rewriting a third line might). The task's code runs in-process
+    with no time limit (ops.passes_hidden): only for bodies whose loops end however they are edited."""
     fixed = ops.apply_op(task, task.source, task.fix_op)
     if fixed is None or not fix_spans_two_lines(task):
         return False

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 
 from bugfix_rl.gym.templates import Template
 
@@ -263,7 +264,7 @@ def _compare(draw: _Draw) -> str:
     return "\n".join(prelude + body)
 
 
-def _compare_pair(draw: _Draw, op) -> str:
+def _compare_pair(draw: _Draw, op: Callable[[], str]) -> str:
     """Two comparisons on adjacent lines, so that the family's fix spans two lines: a list filtered by two
     nested `if`s, two helpers joined, two nested `if`s, or a helper and an `if`. Short sides (a parameter,
     maybe `+ K`, against another or a constant), so that both lines fit one Edit of TinyAgent's turn. Many

@@ -123,7 +123,8 @@ def _same(output, expected) -> bool:
 
 
 def passes_hidden(task: Task, source: str) -> bool:
-    """Whether `source` (trusted: gym-authored) passes every hidden test of `task`."""
+    """Whether `source` (trusted: gym-authored) passes every hidden test of `task`; in-process, with no time
+    limit, as the edit menu runs its ops' versions."""
     outputs = run_cases(source, task.fn_name, task.hidden_tests)
     return all(_same(output, expected) for output, (_, expected) in zip(outputs, task.hidden_tests))
 
