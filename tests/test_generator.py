@@ -281,15 +281,22 @@ def test_two_line_minmax_replaces_only_minmax_tasks_by_two_line_fixes(plain_gram
     stream of their own: every other task is the one drawn without it, so the switch is measured alone."""
     from bugfix_rl.gym.generator import fix_spans_two_lines
 
-    plain = plain_grammar
     mixed = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, two_line_minmax=0.25)
     assert _digest(mixed) == TWO_LINE_POOL
-    replaced = [i for i, (a, b) in enumerate(zip(plain, mixed)) if _record(a) != _record(b)]
-    assert {plain[i].family for i in replaced} == {"minmax"} and len(replaced) == 10  # a quarter of 40
-    new = [mixed[i] for i in replaced]
-    assert all(fix_spans_two_lines(t) and template_id(t) == "minmax/grammar" for t in new)
-    assert len({t.source for t in mixed}) == 200
+    new = _replacements(plain_grammar, mixed, "minmax")
+    assert all(fix_spans_two_lines(t) for t in new)
     assert_sound(new, sandbox)
+
+
+def _replacements(plain, mixed, family):
+    """The tasks a two-line switch put into `mixed`: a quarter of the 40 `family` tasks of `plain`, each
+    from the family's grammar, and nothing else changed; the pool's 200 sources stay distinct."""
+    replaced = [i for i, (a, b) in enumerate(zip(plain, mixed)) if _record(a) != _record(b)]
+    assert {plain[i].family for i in replaced} == {family} and len(replaced) == 10
+    assert len({t.source for t in mixed}) == 200
+    new = [mixed[i] for i in replaced]
+    assert all(template_id(t) == f"{family}/grammar" for t in new)
+    return new
 
 
 def test_two_line_compare_replaces_only_compare_tasks_by_two_comparison_lines(plain_grammar, sandbox):
@@ -298,16 +305,11 @@ def test_two_line_compare_replaces_only_compare_tasks_by_two_comparison_lines(pl
     with both switches on, each family's replacements are those it gets alone."""
     from bugfix_rl.gym.generator import fix_needs_both_lines
 
-    plain = plain_grammar
-    assert not any(_fix_lines(t) == 2 for t in plain if t.family == "compare")
+    assert not any(_fix_lines(t) == 2 for t in plain_grammar if t.family == "compare")
     mixed = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, two_line_compare=0.25)
     assert _digest(mixed) == TWO_LINE_COMPARE_POOL
-    replaced = [i for i, (a, b) in enumerate(zip(plain, mixed)) if _record(a) != _record(b)]
-    assert {plain[i].family for i in replaced} == {"compare"} and len(replaced) == 10  # a quarter of 40
-    new = [mixed[i] for i in replaced]
-    assert all(fix_needs_both_lines(t) and template_id(t) == "compare/grammar" for t in new)
-    assert all(len(re.findall(r" [<>]=? ", t.source)) == 2 for t in new)
-    assert len({t.source for t in mixed}) == 200
+    new = _replacements(plain_grammar, mixed, "compare")
+    assert all(fix_needs_both_lines(t) and len(re.findall(r" [<>]=? ", t.source)) == 2 for t in new)
     assert_sound(new, sandbox)
     both = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, two_line_minmax=0.25, two_line_compare=0.25)
     assert [_record(t) for t in both if t.family != "minmax"] == [_record(t) for t in mixed if t.family != "minmax"]
