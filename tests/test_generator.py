@@ -276,12 +276,18 @@ def test_flat_pairs_put_two_line_minmax_fixes_into_the_pool(plain_grammar, sandb
         assert all(call.count(",") <= 1 and "(" not in call for call in calls), task.source
 
 
-def test_two_line_minmax_replaces_only_minmax_tasks_by_two_line_fixes(plain_grammar, sandbox):
+@pytest.fixture(scope="module")
+def two_line_minmax_pool(sandbox):
+    """generated_tasks(200, seed=0, grammar=1.0, two_line_minmax=0.25): the minmax switch's pool."""
+    return generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, two_line_minmax=0.25)
+
+
+def test_two_line_minmax_replaces_only_minmax_tasks_by_two_line_fixes(plain_grammar, two_line_minmax_pool, sandbox):
     """env.generated_two_line_minmax: a share of the pool's minmax tasks replaced after the draw, from a
     stream of their own: every other task is the one drawn without it, so the switch is measured alone."""
     from bugfix_rl.gym.generator import fix_spans_two_lines
 
-    mixed = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, two_line_minmax=0.25)
+    mixed = two_line_minmax_pool
     assert _digest(mixed) == TWO_LINE_POOL
     new = _replacements(plain_grammar, mixed, "minmax")
     assert all(fix_spans_two_lines(t) for t in new)
@@ -299,7 +305,8 @@ def _replacements(plain, mixed, family):
     return new
 
 
-def test_two_line_compare_replaces_only_compare_tasks_by_two_comparison_lines(plain_grammar, sandbox):
+def test_two_line_compare_replaces_only_compare_tasks_by_two_comparison_lines(plain_grammar, two_line_minmax_pool,
+                                                                               sandbox):
     """env.generated_two_line_compare: as the minmax switch above, for compare tasks, replaced by grammar
     ones with two comparisons on adjacent lines (the grammar has none otherwise) that each must be fixed;
     with both switches on, each family's replacements are those it gets alone."""
@@ -314,8 +321,7 @@ def test_two_line_compare_replaces_only_compare_tasks_by_two_comparison_lines(pl
     both = generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, two_line_minmax=0.25, two_line_compare=0.25)
     assert [_record(t) for t in both if t.family != "minmax"] == [_record(t) for t in mixed if t.family != "minmax"]
     assert _digest([t for t in both if t.family == "minmax"]) == _digest(
-        [t for t in generated_tasks(200, seed=0, sandbox=sandbox, grammar=1.0, two_line_minmax=0.25)
-         if t.family == "minmax"])
+        [t for t in two_line_minmax_pool if t.family == "minmax"])
 
 
 def test_a_two_line_fix_needs_both_lines_only_when_each_line_alone_fails_a_hidden_test():
