@@ -62,6 +62,7 @@ class ToolsBaseRecipeConfig:
     p_test: float = 0.4  # it runs the tests in the Edit's turn with this probability
     p_wander: float = 0.15  # an extra Read or test run with this probability
     p_malformed: float = 0.04  # a call is malformed with this probability
+    p_fix_after_fail: float = 0.0  # after its tests fail on a wrong fix, it Edits the right fix with this probability
     p_renamed_operands: float = 0.9  # share of episodes on copies with operands renamed from OPERAND_POOL
     p_shape_variant: float = 0.0  # share of episodes on a shape variant of the task (gym/shape_variants.py)
 

@@ -119,6 +119,10 @@ def validate(cfg) -> None:
                           "gamma must lie in [0, 1]")
     _validate_rollout(cfg)
     _validate_trainer(cfg)
+    for recipe in ("base", "tools_base"):  # the scripted agents' probabilities
+        for key, value in vars(getattr(cfg.policy, recipe)).items():
+            if key.startswith("p_") and not 0 <= value <= 1:
+                raise ConfigError(f"policy.{recipe}.{key}={value} must lie in [0, 1] (a probability)")
     if not cfg.env.step_budget_s > 0:
         raise ConfigError(f"env.step_budget_s must be > 0 (seconds per step), got {cfg.env.step_budget_s}")
     if cfg.env.name == "tools" and cfg.env.truncation != "zero":

@@ -74,7 +74,7 @@ def noisy_tools_demonstrations(recipe, tokenizer: Tokenizer, env_cfg, on_episode
 
     rng = random.Random(recipe.seed)
     knobs = {k: getattr(recipe, k) for k in ("p_read", "p_read_after_fail", "p_right_after_read", "p_miscopy",
-                                             "p_retry", "p_test", "p_wander", "p_malformed")}
+                                             "p_retry", "p_test", "p_wander", "p_malformed", "p_fix_after_fail")}
     # env.check_edit_syntax is left out: it refuses edits RL's policy makes, and one scripted slip (a name
     # swap that cuts a line short) would otherwise give the same recipe key two bases
     make_env, close = make_tools_env_factory(env_cfg, check_edit_syntax=False)

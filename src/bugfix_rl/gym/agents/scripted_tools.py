@@ -89,20 +89,26 @@ class NoisyToolsPolicy:
     p_right_after_read (else another fix op that changes the source, or a remembered line); miscopies
     `old_string` with probability p_miscopy (an operand name replaced by a remembered one: `not_found`),
     then repeats the Edit correctly with probability p_retry; runs the tests in the Edit's turn with
-    probability p_test; now and then wanders (an extra Read or test run) or makes a malformed call.
+    probability p_test; now and then wanders (an extra Read or test run) or makes a malformed call. When
+    those tests fail after a wrong fix, it Edits the file as listed into the right fix (tests again in
+    that turn) with probability p_fix_after_fail, once: the test-and-retry habit.
 
     memory: sources of other tasks (the lines it "remembers"); rng draws every choice.
     """
 
     def __init__(self, rng: random.Random, memory: list[Task], p_read: float = 0.3,
                  p_read_after_fail: float = 0.3, p_right_after_read: float = 0.6, p_miscopy: float = 0.3,
-                 p_retry: float = 0.5, p_test: float = 0.4, p_wander: float = 0.15, p_malformed: float = 0.04):
+                 p_retry: float = 0.5, p_test: float = 0.4, p_wander: float = 0.15, p_malformed: float = 0.04,
+                 p_fix_after_fail: float = 0.0):
         self.rng, self.memory = rng, memory
         self.p = dict(read=p_read, read_after_fail=p_read_after_fail, right=p_right_after_read,
-                      miscopy=p_miscopy, retry=p_retry, test=p_test, wander=p_wander, malformed=p_malformed)
+                      miscopy=p_miscopy, retry=p_retry, test=p_test, wander=p_wander, malformed=p_malformed,
+                      fix_after_fail=p_fix_after_fail)
         self.file: str | None = None
         self.plan: list[list[str]] = []  # turns decided ahead
         self.edited = False  # the Edit was planned (from a listing)
+        self.right: str | None = None  # the source with the right fix, once the Edit was planned
+        self.fixed_again = False  # the one Edit after failing tests was made
 
     def _chance(self, key: str) -> bool:
         return self.rng.random() < self.p[key]
@@ -119,6 +125,7 @@ class NoisyToolsPolicy:
         that changes the source, else the bug's line with one operand name swapped for another."""
         right_op = infer_op(code_to_words_exact(source))
         right = getattr(ops, right_op)(source)
+        self.right = right if right != source else None
         if right is not None and self._chance("right"):
             return edit_words(self.file, source, right)
         wrong = [f for f in (getattr(ops, op)(source) for op in FIX_OPS if op != right_op) if f not in (None, source)]
@@ -146,6 +153,21 @@ class NoisyToolsPolicy:
         split = edit.index("new")
         return edit[:3] + self._swap_a_name(edit[3:split], source) + edit[split:]
 
+    def _fix_after_failing_tests(self, observation: str) -> list[str] | None:
+        """The Edit from the file as the observation lists it to the right fix, tests again, when that
+        observation's tests failed and the fix is not in (p_fix_after_fail, once); else None. Draws
+        nothing while p_fix_after_fail is 0, so the other choices are those of the agent without it."""
+        if not self.p["fix_after_fail"] or self.fixed_again or self.right is None:
+            return None
+        listing, _, tests = observation.partition(f" {CALL_SEPARATOR} ")
+        current = _listed_source(listing)
+        if current is None or current == self.right or "failed" not in tests.split():
+            return None
+        if not self._chance("fix_after_fail"):
+            return None
+        self.fixed_again = True
+        return edit_words(self.file, current, self.right) + [CALL_SEPARATOR, "Bash", "pytest"]
+
     def _malformed(self, words: list[str]) -> list[str]:
         if self._chance("malformed"):
             return self.rng.choice([["Edit", self.file], ["Read"], ["Edit", self.file, "new", "x"],
@@ -157,7 +179,8 @@ class NoisyToolsPolicy:
             self.file = issue_source_file(observation)
             return self._malformed(["Read", self.file] if self._chance("read") else self._remembered_edit())
         if self.plan:
-            return self._malformed(self.plan.pop(0))
+            again = self._fix_after_failing_tests(observation)
+            return self._malformed(again if again is not None else self.plan.pop(0))
         if not self.edited and observation.startswith("error : not_read"):
             return self._malformed(["Read", self.file]) if self._chance("read_after_fail") else [FINAL_ANSWER]
         source = _listed_source(observation)
