@@ -1,5 +1,6 @@
 """The tools base's scripted agent acting on failing tests (policy.tools_base.p_fix_after_fail)."""
 
+import hashlib
 import random
 
 import pytest
@@ -43,13 +44,34 @@ def test_after_failing_tests_a_wrong_fix_is_edited_into_the_right_one(sandbox):
     assert answered.actions == ["Read", "Edit", "Bash", "answer"] and not answered.hidden_pass
 
 
-def test_a_right_fix_draws_nothing_more(sandbox):
-    """When the tests pass, the knob is never drawn: the same seed gives the same episode with it and
-    without it (so a base built with it at 0 is the base built before it existed)."""
-    for seed in range(3):
-        with_knob, _ = episode(sandbox, seed, p_right_after_read=1.0, p_fix_after_fail=1.0)
-        without, _ = episode(sandbox, seed, p_right_after_read=1.0, p_fix_after_fail=0.0)
-        assert with_knob.ids == without.ids
+MIXED = dict(p_read=0.8, p_right_after_read=0.5, p_test=0.7, p_wander=0.3, p_malformed=0.1)
+
+
+def book_episodes(sandbox, **knobs) -> tuple[str, float]:
+    """(a digest of the 20 book tasks' episodes of one agent stream, the stream's next draw)."""
+    tokenizer = build_tokenizer(list(ALL_TASKS), extra_words=tools_vocabulary(ALL_TASKS))
+    rng, digest = random.Random(5), hashlib.sha256()
+    for task in ALL_TASKS:
+        env = ToolsEnv(task, ToolsEnvConfig(), "pin", sandbox)
+        trajectory = scripted_episode(NoisyToolsPolicy(rng, [ALL_TASKS[0]], **knobs), env, tokenizer)
+        digest.update(repr(trajectory.ids).encode())
+    return digest.hexdigest()[:16], rng.random()
+
+
+def test_at_0_the_episodes_are_those_pinned_before_the_knob(sandbox):
+    """The digest and the next draw were computed with the agent of 1f32508~1, which had no such knob:
+    at 0 nothing is drawn or done differently (so the bases built before it stand), while at 1 the same
+    stream's wrong fixes that failed their tests are followed by a second Edit."""
+    assert book_episodes(sandbox, **MIXED, p_fix_after_fail=0.0) == ("6e27f9d908118a69", 0.917997825428623)
+    assert book_episodes(sandbox, **MIXED, p_fix_after_fail=1.0)[0] != "6e27f9d908118a69"
+
+
+def test_passing_tests_draw_nothing(sandbox):
+    """When every fix is right the tests pass and the knob is never drawn: the same episodes and the same
+    stream with it at 1 as at 0, the other choices drawn at middling probabilities."""
+    right = {**MIXED, "p_right_after_read": 1.0}
+    with_knob = book_episodes(sandbox, **right, p_fix_after_fail=1.0)
+    assert with_knob == book_episodes(sandbox, **right, p_fix_after_fail=0.0)
 
 
 @pytest.mark.parametrize("recipe, key, value", [("tools_base", "p_fix_after_fail", 1.5), ("tools_base", "p_read", -0.1),
