@@ -89,6 +89,15 @@ def tokenizer():
 
 
 @pytest.fixture(scope="session")
+def tools_tokenizer():
+    """The tools env's word tokenizer over the book's tasks (their words and the tools vocabulary)."""
+    from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
+
+    tasks = make_tasks("all")
+    return build_tokenizer(tasks, extra_words=tools_vocabulary(tasks))
+
+
+@pytest.fixture(scope="session")
 def rl_base(tokenizer):
     """The real RL base (built once per machine, then loaded from ~/.cache/bugfix_rl)."""
     from bugfix_rl.recipes.rl_base import make_rl_base

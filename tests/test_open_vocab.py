@@ -21,7 +21,6 @@ from bugfix_rl.gym.tools.code_words import (code_to_words_exact, escape_text, li
 from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.gym.tools.repo import renamed_source, source_file
 from bugfix_rl.gym.tools.syntax_compact import parse_compact_turn
-from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
 from bugfix_rl.policy.tiny import TinyAgent, TinyAgentConfig
 from bugfix_rl.policy.tokenizer import OutOfSlots, Tokenizer, build_tokenizer
 from bugfix_rl.rollout.sampler import sample_episodes, scripted_episode
@@ -58,11 +57,6 @@ NAMES = (None, "nova")  # the task's own name, and the env's rename
 @pytest.fixture(scope="module")
 def menu_tokenizer():
     return build_tokenizer(list(ALL_TASKS))
-
-
-@pytest.fixture(scope="module")
-def tools_tokenizer():
-    return build_tokenizer(list(ALL_TASKS), extra_words=tools_vocabulary(ALL_TASKS))
 
 
 @pytest.fixture(scope="module")
