@@ -66,3 +66,11 @@ def test_pass_at_k_with_fewer_episodes_than_k_is_not_a_number_printed_as_nan(run
     assert pass_at_text(pass_rate_summary(torch.tensor([1, 0]), 4), 4) == "0.500"  # (1 - C(3,4)/C(4,4) + 0) / 2
     summary = (run_dir / "summary.md").read_text()
     assert "n/a (n=2<4)" in summary and "n/a (n=2<8)" in summary and "nan" not in summary
+
+
+def test_the_tool_table_has_a_row_for_every_failure_kind():
+    from bugfix_rl.gym.tools.calls import FAILURE_KINDS
+    from bugfix_rl.present.report_run import TOOL_TABLE_ROWS
+
+    keys = {key for _, key in TOOL_TABLE_ROWS}
+    assert {f"failed_{kind}" for kind in FAILURE_KINDS} <= keys
