@@ -16,7 +16,7 @@ from bugfix_rl.gym.tools.code_words import code_to_words
 from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig, ToolsEpisodeInfo, make_tools_env_factory
 from bugfix_rl.gym.tools.repo import make_repo
 from bugfix_rl.gym.tools.vocabulary import tools_vocabulary
-from bugfix_rl.policy.tokenizer import SPECIALS, build_tokenizer
+from bugfix_rl.policy.tokenizer import SPECIALS
 from bugfix_rl.rollout.sampler import scripted_episode
 from sandboxes import start_sandbox
 
@@ -27,11 +27,6 @@ TASK = task_by_name("compare/under_cap")  # def under_cap(load, cap): return loa
 def sandbox():
     with start_sandbox(workers=2) as box:
         yield box
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return build_tokenizer(list(ALL_TASKS), extra_words=tools_vocabulary(ALL_TASKS))
 
 
 def make_env(sandbox=None, task=TASK, name="pin", **overrides):
@@ -263,12 +258,13 @@ def test_malformed_and_failed_are_counted_apart():
     assert info.actions == ["malformed:missing_argument", "Edit:not_read", "malformed:unknown_tool", "Read"]
 
 
-def test_words_outside_the_vocabulary_are_shown_and_take_episode_slots(tokenizer):
+def test_words_outside_the_vocabulary_are_shown_and_take_episode_slots(tools_tokenizer):
     env = make_env()
     observation = step(env, "Write zz.py content qwerty = asdf ; Bash cat zz.py")
     assert observation == "ok ; qwerty = asdf"
-    ids = tokenizer.encode(observation)
-    assert ids[2] == ids[4] - 1 == len(tokenizer.words) and tokenizer.decode(ids, ["qwerty", "asdf"]) == observation
+    ids = tools_tokenizer.encode(observation)
+    assert ids[2] == ids[4] - 1 == len(tools_tokenizer.words)
+    assert tools_tokenizer.decode(ids, ["qwerty", "asdf"]) == observation
 
 
 def test_turn_limit_and_metrics_without_a_sandbox_raise_only_at_grading():
@@ -295,16 +291,16 @@ def test_bash_runs_tests_and_scripts_in_the_sandbox(sandbox):
     assert env.info.test_runs == 5 and env.info.calls["Bash"] == 6
 
 
-def test_oracle_solves_every_task_through_the_tools(sandbox, tokenizer):
+def test_oracle_solves_every_task_through_the_tools(sandbox, tools_tokenizer):
     for index, task in enumerate(ALL_TASKS):
         for name in (task.fn_name, random.Random(index).choice(["pin", "nova", "lambda_"])):
             env = ToolsEnv(task, ToolsEnvConfig(), name, sandbox)
-            trajectory = scripted_episode(ToolsOraclePolicy(), env, tokenizer)
+            trajectory = scripted_episode(ToolsOraclePolicy(), env, tools_tokenizer)
             info = env.info
-            assert trajectory.reward == 1.0, (task.name, tokenizer.decode(trajectory.ids))
+            assert trajectory.reward == 1.0, (task.name, tools_tokenizer.decode(trajectory.ids))
             assert info.actions == ["Read", "Edit", "Bash", "answer"] and info.ops == [task.fix_op]
             assert info.hidden_pass and info.public_pass == 1.0 and not info.exploit
-            turns = tokenizer.decode(trajectory.ids).split("<eoa>")
+            turns = tools_tokenizer.decode(trajectory.ids).split("<eoa>")
             longest = max(len(turn.split("<eoo>")[-1].split()) for turn in turns[:-1])
             assert longest < ToolsEnv.max_action_tokens  # the sampler would end the turn unterminated
 
@@ -329,16 +325,16 @@ def test_episode_ends_after_max_turns_and_truncation_still_grades(sandbox):
     assert cut.reward == 1.0 and cut.info.hidden_pass
 
 
-def test_random_word_turns_give_only_error_observations(sandbox, tokenizer):
+def test_random_word_turns_give_only_error_observations(sandbox, tools_tokenizer):
     rng = random.Random(0)
-    words = [w for w in tokenizer.words if w not in SPECIALS]
+    words = [w for w in tools_tokenizer.words if w not in SPECIALS]
     policy = RandomWordsPolicy(rng, words)
     env, turns, episodes = make_env(sandbox), 0, []
     while turns < 200:
         turn = policy("")
         observation = env.step(turn)
         turns += 1
-        tokenizer.encode(observation)
+        tools_tokenizer.encode(observation)
         if turn == ["done"]:
             assert observation == ""
         else:
@@ -353,7 +349,7 @@ def test_random_word_turns_give_only_error_observations(sandbox, tokenizer):
     assert sum(info.malformed for info in episodes) > 150
 
 
-def test_hidden_cases_never_appear_in_observations(sandbox, tokenizer):
+def test_hidden_cases_never_appear_in_observations(sandbox):
     for task in ALL_TASKS:
         env = ToolsEnv(task, ToolsEnvConfig(), "pin", sandbox)
         calls = [("Read", "file_path", "pin.py"), ("Read", "file_path", "test_pin.py"),
