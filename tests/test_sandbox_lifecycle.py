@@ -68,3 +68,41 @@ def test_the_storm_kills_only_its_own_servers_zygotes_and_jobs(monkeypatch):
         storm.turn = turn
         storm._kill_one(table)
     assert killed == []
+
+
+def test_the_zygote_kills_what_a_job_left_in_its_group_before_it_reaps_the_job():
+    """Without seccomp a job can fork. reap_with_group kills the job's process group while the job is a
+    zombie (its pid, the group's id, not yet free for reuse), then reaps it: the job's grandchild, still
+    sleeping in that group, is gone, and the status is the job's own."""
+    import os
+    import select
+    import signal
+
+    from bugfix_rl.sandbox.zygote import reap_with_group
+
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # the job: its own session, one grandchild left behind in it, then exit 3
+        os.close(read_end)
+        os.setsid()
+        grandchild = os.fork()
+        if grandchild == 0:
+            time.sleep(60)
+            os._exit(0)
+        os.write(write_end, str(grandchild).encode())
+        os._exit(3)
+    os.close(write_end)
+    grandchild = int(os.read(read_end, 32))
+    os.close(read_end)
+    watch = os.pidfd_open(grandchild)  # readable once the grandchild has exited
+    try:
+        assert not select.select([watch], [], [], 0)[0], "the grandchild ended before the reaping"
+        status = reap_with_group(child)
+        assert select.select([watch], [], [], 5)[0], "the job's grandchild outlived the job"
+    finally:
+        try:
+            signal.pidfd_send_signal(watch, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(watch)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3

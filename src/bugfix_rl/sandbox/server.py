@@ -27,7 +27,6 @@ reports the words `sandbox_error` gets no such status.
 
 from __future__ import annotations
 
-import errno
 import gc
 import json
 import marshal
@@ -159,7 +158,7 @@ class Server:
             os.close(child.job_write)
         reply["duration_s"] = time.monotonic() - started
         if not self.iso.layers["seccomp"]:
-            self._kill_leftovers(child.pid)
+            self._kill_leftovers()
         reply["leftover"] = not self._empty_scratch()
         return reply
 
@@ -250,13 +249,9 @@ class Server:
                 "result": report if report and setup_error is None else None,  # the parent decodes both
                 "result_overflow": len(result) > MAX_RESULT, "stdout": stdout + bytes(tail)}
 
-    def _kill_leftovers(self, pid: int) -> None:
-        """Without seccomp a job can fork: kill its process group, and every process of its uid."""
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError as error:
-            if error.errno != errno.ESRCH:
-                raise
+    def _kill_leftovers(self) -> None:
+        """Without seccomp a job can fork. The zygote killed its process group before reaping it
+        (zygote.reap_with_group); a process that left the group (setsid) is killed here, by its uid."""
         if self.iso.layers["uid"]:
             privileges.kill_every_process_of(self.iso.uid)
 

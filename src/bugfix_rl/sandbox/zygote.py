@@ -11,15 +11,18 @@ held another job's data, whichever kind (grading or test run) each job is.
 Once, before its loop, the zygote does every job-independent step (rlimits but CPU, no_new_privs,
 HOME, std streams, /dev/null, an index of sys.modules: `_prepare_zygote`); then, forever: fork a
 child on three new pipes, send the server its pid, a pidfd and the server's pipe ends (SCM_RIGHTS),
-wait for it, send its wait status (`_serve_forks`). The server takes each child (`take_child`) and
-learns that it ended from the status alone (`child_status`).
+wait for it, kill what it left in its process group, reap it (`reap_with_group`), send its wait status
+(`_serve_forks`). The server takes each child (`take_child`) and learns that it ended from the status
+alone (`child_status`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import gc
 import os
+import signal
 import socket
 import struct
 
@@ -118,11 +121,29 @@ def _serve_forks(channel: socket.socket, context: JobContext) -> None:
             close(result_read)
             close(output_read)
             close(pidfd)
-        status = waitpid(child, 0)[1]
+        status = reap_with_group(child)
         try:
             send(pack_status(status))
         except OSError:
             return
+
+
+def reap_with_group(child: int) -> int:
+    """Wait for `child` to exit, kill every process left in its process group, then reap it; its wait status.
+
+    A job child calls setsid, so its pid is its group's id. Without seccomp a job can fork, and what it
+    forks stays in that group. Killed here, between the child's exit and its reaping, while the child is
+    a zombie that still holds its pid: the id names this job's group and no other process's, as it could
+    once the child is reaped and the pid reused (the server killed the group after the reaping before).
+    With seccomp there is nothing to kill but the zombie itself; a child that died before setsid leads
+    no group (ESRCH)."""
+    os.waitid(os.P_PID, child, os.WEXITED | os.WNOWAIT)
+    try:
+        os.killpg(child, signal.SIGKILL)
+    except OSError as error:
+        if error.errno not in (errno.ESRCH, errno.EPERM):  # no such group; a member that changed uid
+            raise
+    return os.waitpid(child, 0)[1]
 
 
 def take_child(channel: socket.socket) -> ZygoteChild:
