@@ -312,6 +312,19 @@ def test_final_answer_ends_the_episode_and_grades(sandbox):
     assert env.info.public_pass == pytest.approx(2 / 3) and env.info.grade_flags == frozenset()
 
 
+def test_a_failing_edited_file_is_told_apart_by_its_grading(sandbox):
+    """eval explain's breakdown of the failing episodes' edited files (evaluate/episodes.final_file)."""
+    from bugfix_rl.evaluate.episodes import final_file
+
+    edits = {"does not import": UNINDENTED, "passes no hidden test": "Read pin.py ; Edit pin.py old < new >",
+             "passes some hidden tests": "Read pin.py ; Edit pin.py old load < cap new load < cap + 0"}
+    for kind, turn in edits.items():
+        env = make_env(sandbox)
+        step(env, turn)
+        step(env, "done")
+        assert env.reward == 0.0 and env.info.ops and final_file(env.info) == kind, (kind, env.files["pin.py"])
+
+
 def test_episode_ends_after_max_turns_and_truncation_still_grades(sandbox):
     env = make_env(sandbox)
     step(env, "Read pin.py ; Edit pin.py old < new <=")

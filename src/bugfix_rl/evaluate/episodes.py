@@ -77,12 +77,27 @@ def failure_analysis(trajectories, tasks, n: int, tokenizer, make_env: Callable,
         first_ops = Counter(t.info.ops[0] if t.info.ops else "none" for t in failing)
         endings = Counter("no submit" if not t.info.submitted else
                           ("submitted unfixed" if t.info.ops else "submitted without an edit") for t in failing)
+        final_files = Counter(final_file(t.info) for t in failing if t.info.ops and final_file(t.info))
         weak.append({"task": task.name, "pass_rate": rate, "episodes": n, "correct_op": task.fix_op,
                      "oracle_rule": oracle_rule(task), "oracle_actions": list(oracle.info.actions),
                      "oracle_success": bool(oracle.info.success),
                      "first_edits": dict(first_ops.most_common()), "endings": dict(endings.most_common()),
+                     "final_files": dict(final_files.most_common()),
                      "transcripts": [transcript(task.name, t, tokenizer) for t in failing[:episodes_per_task]]})
     return weak
+
+
+def final_file(info) -> str:
+    """What an edited episode's graded file did, from its grading (the tools env; '' where the env grades
+    no file, as the edit menu's ops never break one): it did not import (a file that does not parse, or a
+    name error at import), timed out, passed some hidden tests, or none."""
+    if not hasattr(info, "grade_flags"):
+        return ""
+    if "import_error" in info.grade_flags:
+        return "does not import"
+    if "timeout" in info.grade_flags:
+        return "times out"
+    return "passes some hidden tests" if info.hidden_frac > 0 else "passes no hidden test"
 
 
 def failure_lines(weak: list[dict]) -> list[str]:
@@ -96,6 +111,14 @@ def failure_lines(weak: list[dict]) -> list[str]:
         lines += [f"**{entry['task']}**: pass rate {entry['pass_rate']:.2f} over {entry['episodes']} episodes; correct op"
                   f" `{entry['correct_op']}`; oracle's rule: {entry['oracle_rule']}; oracle's episode:"
                   f" {' -> '.join(entry['oracle_actions'])} ({'solved' if entry['oracle_success'] else 'not solved'}).",
-                  f"First edits of the failing episodes: {confusions}. How they ended: {endings}.", "", "````"]
+                  f"First edits of the failing episodes: {confusions}. How they ended: {endings}."
+                  + _final_files_sentence(entry.get("final_files")), "", "````"]
         lines += [text.rstrip() for text in entry["transcripts"]] + ["````", ""]  # a model's ``` stays inside
     return lines
+
+
+def _final_files_sentence(final_files: dict | None) -> str:
+    """' Their edited files: does not import 5, ...' (the tools env's edited failing episodes), or ''."""
+    if not final_files:
+        return ""
+    return " Their edited files: " + ", ".join(f"{how} {count}" for how, count in final_files.items()) + "."
