@@ -63,6 +63,7 @@ class ToolsBaseRecipeConfig:
     p_wander: float = 0.15  # an extra Read or test run with this probability
     p_malformed: float = 0.04  # a call is malformed with this probability
     p_fix_after_fail: float = 0.0  # after its tests fail on a wrong fix, it Edits the right fix with this probability
+    p_syntax_slip: float = 0.0  # its right Edit first breaks the file with this probability (refused: demonstrations check Edits' syntax), then comes right
     p_renamed_operands: float = 0.9  # share of episodes on copies with operands renamed from OPERAND_POOL
     p_shape_variant: float = 0.0  # share of episodes on a shape variant of the task (gym/shape_variants.py)
 

@@ -74,10 +74,12 @@ def noisy_tools_demonstrations(recipe, tokenizer: Tokenizer, env_cfg, on_episode
 
     rng = random.Random(recipe.seed)
     knobs = {k: getattr(recipe, k) for k in ("p_read", "p_read_after_fail", "p_right_after_read", "p_miscopy",
-                                             "p_retry", "p_test", "p_wander", "p_malformed", "p_fix_after_fail")}
-    # env.check_edit_syntax is left out: it refuses edits RL's policy makes, and one scripted slip (a name
-    # swap that cuts a line short) would otherwise give the same recipe key two bases
-    make_env, close = make_tools_env_factory(env_cfg, check_edit_syntax=False)
+                                             "p_retry", "p_test", "p_wander", "p_malformed", "p_fix_after_fail",
+                                             "p_syntax_slip")}
+    # The run's env.check_edit_syntax is left out: it refuses edits RL's policy makes, and one scripted slip
+    # (a name swap that cuts a line short) would otherwise give the same recipe key two bases. The
+    # demonstrations check Edits' syntax when their agent slips on purpose (p_syntax_slip, in the key).
+    make_env, close = make_tools_env_factory(env_cfg, check_edit_syntax=recipe.p_syntax_slip > 0)
     try:
         tasks = training_pool(env_cfg, make_env.sandbox)
         demos = []

@@ -6,12 +6,13 @@ observation text, returning the next turn's words (without the end token).
 
 from __future__ import annotations
 
+import ast
 import random
 
 from bugfix_rl.gym import ops
 from bugfix_rl.gym.agents.scripted import infer_op
 from bugfix_rl.gym.tasks import FIX_OPS, Task
-from bugfix_rl.gym.tools.code_words import code_to_words_exact, file_lines, listing_lines, words_to_code
+from bugfix_rl.gym.tools.code_words import INDENT, NEWLINE, code_to_words_exact, file_lines, listing_lines, words_to_code
 from bugfix_rl.gym.tools.syntax_compact import CALL_SEPARATOR, FINAL_ANSWER
 
 
@@ -91,7 +92,10 @@ class NoisyToolsPolicy:
     then repeats the Edit correctly with probability p_retry; runs the tests in the Edit's turn with
     probability p_test; now and then wanders (an extra Read or test run) or makes a malformed call. When
     those tests fail after a wrong fix, it Edits the file as listed into the right fix (tests again in
-    that turn) with probability p_fix_after_fail, once: the test-and-retry habit.
+    that turn) with probability p_fix_after_fail, once: the test-and-retry habit. With probability
+    p_syntax_slip its right Edit is first written with new_string broken as a model breaks it (a block's
+    line indented one level short, the last line written twice, or the last word left out), and when the
+    env refuses it (env.check_edit_syntax) it writes the Edit right in the next turn.
 
     memory: sources of other tasks (the lines it "remembers"); rng draws every choice.
     """
@@ -99,11 +103,11 @@ class NoisyToolsPolicy:
     def __init__(self, rng: random.Random, memory: list[Task], p_read: float = 0.3,
                  p_read_after_fail: float = 0.3, p_right_after_read: float = 0.6, p_miscopy: float = 0.3,
                  p_retry: float = 0.5, p_test: float = 0.4, p_wander: float = 0.15, p_malformed: float = 0.04,
-                 p_fix_after_fail: float = 0.0):
+                 p_fix_after_fail: float = 0.0, p_syntax_slip: float = 0.0):
         self.rng, self.memory = rng, memory
         self.p = dict(read=p_read, read_after_fail=p_read_after_fail, right=p_right_after_read,
                       miscopy=p_miscopy, retry=p_retry, test=p_test, wander=p_wander, malformed=p_malformed,
-                      fix_after_fail=p_fix_after_fail)
+                      fix_after_fail=p_fix_after_fail, syntax_slip=p_syntax_slip)
         self.file: str | None = None
         self.plan: list[list[str]] = []  # turns decided ahead
         self.edited = False  # the Edit was planned (from a listing)
@@ -168,6 +172,38 @@ class NoisyToolsPolicy:
         self.fixed_again = True
         return edit_words(self.file, current, self.right) + [CALL_SEPARATOR, "Bash", "pytest"]
 
+    def _syntax_slip(self, edit: list[str], source: str) -> list[str] | None:
+        """The right Edit with new_string broken so that the file would not parse (p_syntax_slip; draws
+        nothing while it is 0), or None: no slip drawn, or none of the kinds breaks this Edit."""
+        if not self.p["syntax_slip"] or not self._chance("syntax_slip"):
+            return None
+        split = edit.index("new")
+        old, new = edit[3:split], edit[split + 1:]
+        lines, line = [], []
+        for word in new:
+            if word == NEWLINE:
+                lines.append(line)
+                line = []
+            else:
+                line.append(word)
+        lines.append(line)
+        depth = [next((i for i, w in enumerate(words) if w != INDENT), len(words)) for words in lines]
+        slips = []
+        for i in range(1, len(lines)):  # a line deeper than the one before it, one level short
+            if depth[i] > depth[i - 1]:
+                slips.append(lines[:i] + [lines[i][1:]] + lines[i + 1:])
+        slips.append(lines[:-1] + [lines[-1] + lines[-1][depth[-1]:]])  # the last line written twice
+        if len(lines[-1]) > depth[-1] + 1:
+            slips.append(lines[:-1] + [lines[-1][:-1]])  # the last word left out
+        old_code = words_to_code(old)
+        for slipped in self.rng.sample(slips, len(slips)):
+            words = [w for k, words in enumerate(slipped) for w in ([NEWLINE] if k else []) + words]
+            try:
+                ast.parse(source.replace(old_code, words_to_code(words), 1))
+            except (SyntaxError, ValueError):
+                return edit[:split + 1] + words
+        return None
+
     def _malformed(self, words: list[str]) -> list[str]:
         if self._chance("malformed"):
             return self.rng.choice([["Edit", self.file], ["Read"], ["Edit", self.file, "new", "x"],
@@ -192,6 +228,11 @@ class NoisyToolsPolicy:
         if self._chance("wander"):
             self.plan.append(self.rng.choice([["Read", self.file], ["Bash", "pytest"]]))
         self.plan.append([FINAL_ANSWER])
+        slipped = self._syntax_slip(edit, source) if self.right is not None and edit == edit_words(
+            self.file, source, self.right) else None
+        if slipped is not None:  # refused (env.check_edit_syntax); the right Edit next
+            self.plan.insert(0, edit + tests)
+            return self._malformed(slipped)
         if self._chance("miscopy"):
             if self._chance("retry"):
                 self.plan.insert(0, edit + tests)
