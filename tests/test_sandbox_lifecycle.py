@@ -83,18 +83,21 @@ def test_the_zygote_kills_what_a_job_left_in_its_group_before_it_reaps_the_job()
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:  # the job: its own session, one grandchild left behind in it, then exit 3
-        os.close(read_end)
-        os.setsid()
-        grandchild = os.fork()
-        if grandchild == 0:
-            time.sleep(60)
-            os._exit(0)
-        os.write(write_end, str(grandchild).encode())
-        os._exit(3)
+        try:
+            os.close(read_end)
+            os.setsid()
+            grandchild = os.fork()
+            if grandchild == 0:
+                time.sleep(60)
+                os._exit(0)
+            os.write(write_end, str(grandchild).encode())
+        finally:
+            os._exit(3)
     os.close(write_end)
     grandchild = int(os.read(read_end, 32))
     os.close(read_end)
     watch = os.pidfd_open(grandchild)  # readable once the grandchild has exited
+    status = None
     try:
         assert not select.select([watch], [], [], 0)[0], "the grandchild ended before the reaping"
         status = reap_with_group(child)
@@ -105,4 +108,6 @@ def test_the_zygote_kills_what_a_job_left_in_its_group_before_it_reaps_the_job()
         except ProcessLookupError:
             pass
         os.close(watch)
+        if status is None:
+            os.waitpid(child, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3

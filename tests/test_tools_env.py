@@ -323,6 +323,10 @@ def test_a_failing_edited_file_is_told_apart_by_its_grading(sandbox):
         step(env, turn)
         step(env, "done")
         assert env.reward == 0.0 and env.info.ops and final_file(env.info) == kind, (kind, env.files["pin.py"])
+    env.info.env_error, env.info.grade_flags = "", frozenset({"crash"})
+    assert final_file(env.info) == "graded: crash"
+    env.info.env_error = "RuntimeError: the sandbox is gone"
+    assert final_file(env.info) == "not graded"
 
 
 def test_episode_ends_after_max_turns_and_truncation_still_grades(sandbox):

@@ -77,7 +77,7 @@ def failure_analysis(trajectories, tasks, n: int, tokenizer, make_env: Callable,
         first_ops = Counter(t.info.ops[0] if t.info.ops else "none" for t in failing)
         endings = Counter("no submit" if not t.info.submitted else
                           ("submitted unfixed" if t.info.ops else "submitted without an edit") for t in failing)
-        final_files = Counter(final_file(t.info) for t in failing if t.info.ops and final_file(t.info))
+        final_files = Counter(kind for kind in (final_file(t.info) for t in failing if t.info.ops) if kind)
         weak.append({"task": task.name, "pass_rate": rate, "episodes": n, "correct_op": task.fix_op,
                      "oracle_rule": oracle_rule(task), "oracle_actions": list(oracle.info.actions),
                      "oracle_success": bool(oracle.info.success),
@@ -90,13 +90,19 @@ def failure_analysis(trajectories, tasks, n: int, tokenizer, make_env: Callable,
 def final_file(info) -> str:
     """What an edited episode's graded file did, from its grading (the tools env; '' where the env grades
     no file, as the edit menu's ops never break one): it did not import (a file that does not parse, or a
-    name error at import), timed out, passed some hidden tests, or none."""
+    name error at import), timed out, passed some hidden tests, or none; or the grading said something
+    else (`graded: crash`, `graded: sandbox_error`, ...), or there was none (`not graded`: the env failed)."""
     if not hasattr(info, "grade_flags"):
         return ""
-    if "import_error" in info.grade_flags:
+    if not info.graded:
+        return "not graded"
+    flags = set(info.grade_flags) - {"non_plain_output"}
+    if "import_error" in flags:
         return "does not import"
-    if "timeout" in info.grade_flags:
+    if "timeout" in flags:
         return "times out"
+    if flags:
+        return "graded: " + ", ".join(sorted(flags))
     return "passes some hidden tests" if info.hidden_frac > 0 else "passes no hidden test"
 
 

@@ -91,7 +91,7 @@ def _serve_forks(channel: socket.socket, context: JobContext) -> None:
     It receives nothing at all. The next child is forked as soon as the last one is reaped, so it
     is ready (blocked on reading its job) while the server replies to the parent; the server
     learns that a job ended from the status alone, with no round trip."""
-    pipe, fork, close, pidfd_open, waitpid = os.pipe, os.fork, os.close, os.pidfd_open, os.waitpid
+    pipe, fork, close, pidfd_open, reap = os.pipe, os.fork, os.close, os.pidfd_open, reap_with_group
     sendmsg, send, channel_fd = channel.sendmsg, channel.send, channel.fileno()
     rights, pack_child, pack_status, pack_fds = socket.SCM_RIGHTS, _CHILD.pack, _STATUS.pack, _FDS.pack
     level = socket.SOL_SOCKET
@@ -121,7 +121,7 @@ def _serve_forks(channel: socket.socket, context: JobContext) -> None:
             close(result_read)
             close(output_read)
             close(pidfd)
-        status = reap_with_group(child)
+        status = reap(child)
         try:
             send(pack_status(status))
         except OSError:

@@ -94,8 +94,9 @@ class NoisyToolsPolicy:
     those tests fail after a wrong fix, it Edits the file as listed into the right fix (tests again in
     that turn) with probability p_fix_after_fail, once: the test-and-retry habit. With probability
     p_syntax_slip its right Edit is first written with new_string broken as a model breaks it (a block's
-    line indented one level short, the last line written twice, or the last word left out), and when the
-    env refuses it (env.check_edit_syntax) it writes the Edit right in the next turn.
+    line indented one level short, the last line's words repeated on that line, or its last word left
+    out), and when the env refuses it (env.check_edit_syntax) it writes the Edit right in the next turn;
+    an Edit that slips is not also miscopied.
 
     memory: sources of other tasks (the lines it "remembers"); rng draws every choice.
     """
@@ -192,14 +193,18 @@ class NoisyToolsPolicy:
         for i in range(1, len(lines)):  # a line deeper than the one before it, one level short
             if depth[i] > depth[i - 1]:
                 slips.append(lines[:i] + [lines[i][1:]] + lines[i + 1:])
-        slips.append(lines[:-1] + [lines[-1] + lines[-1][depth[-1]:]])  # the last line written twice
+        slips.append(lines[:-1] + [lines[-1] + lines[-1][depth[-1]:]])  # the last line's words again, on it
         if len(lines[-1]) > depth[-1] + 1:
             slips.append(lines[:-1] + [lines[-1][:-1]])  # the last word left out
         old_code = words_to_code(old)
         for slipped in self.rng.sample(slips, len(slips)):
             words = [w for k, words in enumerate(slipped) for w in ([NEWLINE] if k else []) + words]
             try:
-                ast.parse(source.replace(old_code, words_to_code(words), 1))
+                new_code = words_to_code(words)
+            except ValueError:  # a layout word left mid-line: the env would call it malformed, not refuse it
+                continue
+            try:
+                ast.parse(source.replace(old_code, new_code, 1))
             except (SyntaxError, ValueError):
                 return edit[:split + 1] + words
         return None
