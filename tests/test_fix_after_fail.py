@@ -7,7 +7,7 @@ import pytest
 
 from bugfix_rl.config import TrainConfig
 from bugfix_rl.config.validate import ConfigError, validate
-from bugfix_rl.gym.agents.scripted_tools import NoisyToolsPolicy
+from bugfix_rl.gym.agents.scripted_tools import NoisyToolsPolicy, run_failed
 from bugfix_rl.gym.tasks import ALL_TASKS, task_by_name
 from bugfix_rl.gym.tools.env import ToolsEnv, ToolsEnvConfig
 from bugfix_rl.rollout.sampler import scripted_episode
@@ -39,6 +39,20 @@ def test_after_failing_tests_a_wrong_fix_is_edited_into_the_right_one(sandbox, t
     assert retried.hidden_pass and retried.test_runs == 2
     _, answered = episode(sandbox, tools_tokenizer, 0, p_right_after_read=0.0, p_fix_after_fail=0.0)
     assert answered.actions == ["Read", "Edit", "Bash", "answer"] and not answered.hidden_pass
+
+
+def test_a_failing_run_is_told_by_its_exit_code_whatever_its_summary_says(sandbox):
+    """Failing tests, a file that does not import (pytest's collection error: no word `failed`) and a
+    passing run, as the tools env's compact view shows them after `Bash pytest`."""
+    outputs = {}
+    for name, edit in (("failing", "Edit pin.py old < new >"), ("broken", "Edit pin.py old min new min ("),
+                       ("passing", "Edit pin.py old min ( lo , max ( x , hi ) ) new max ( lo , min ( x , hi ) )")):
+        env = ToolsEnv(TASK, ToolsEnvConfig(), "pin", sandbox)
+        env.step("Read pin.py".split())
+        env.step(edit.split())
+        outputs[name] = env.step("Bash pytest".split())
+    assert "failed" in outputs["failing"].split() and "failed" not in outputs["broken"].split()
+    assert run_failed(outputs["failing"]) and run_failed(outputs["broken"]) and not run_failed(outputs["passing"])
 
 
 MIXED = dict(p_read=0.8, p_right_after_read=0.5, p_test=0.7, p_wander=0.3, p_malformed=0.1)

@@ -43,6 +43,14 @@ def edit_words(file: str, before: str, after: str) -> list[str]:
     return ["Edit", file, "old", *code_to_words_exact(old), "new", *code_to_words_exact(new)]
 
 
+def run_failed(output: str) -> bool:
+    """Whether a Bash result's compact words say the command failed: they end `exit code K` with K not 0
+    (gym/tools/shell.py appends it after any cut), as a failing test, a file that does not import or a
+    run cut short leaves them; a run that passes ends without it."""
+    words = output.split()
+    return len(words) >= 3 and words[-3:-1] == ["exit", "code"] and words[-1] != "0"
+
+
 def issue_source_file(issue: str) -> str:
     """The source file named in the issue (`... see pin.py and test_pin.py`)."""
     return next(w for w in issue.split() if w.endswith(".py") and not w.startswith("test_"))
@@ -91,8 +99,9 @@ class NoisyToolsPolicy:
     `old_string` with probability p_miscopy (an operand name replaced by a remembered one: `not_found`),
     then repeats the Edit correctly with probability p_retry; runs the tests in the Edit's turn with
     probability p_test; now and then wanders (an extra Read or test run) or makes a malformed call. When
-    those tests fail after a wrong fix, it Edits the file as listed into the right fix (tests again in
-    that turn) with probability p_fix_after_fail, once: the test-and-retry habit. With probability
+    those tests fail after a wrong fix (their exit code is not 0: `run_failed`), it Edits the file as
+    listed into the right fix (tests again in that turn) with probability p_fix_after_fail, once: the
+    test-and-retry habit. With probability
     p_syntax_slip its right Edit is first written with new_string broken as a model breaks it (a block's
     line indented one level short, the last line's words repeated on that line, or its last word left
     out), and when the env refuses it (env.check_edit_syntax) it writes the Edit right in the next turn;
@@ -166,7 +175,7 @@ class NoisyToolsPolicy:
             return None
         listing, _, tests = observation.partition(f" {CALL_SEPARATOR} ")
         current = _listed_source(listing)
-        if current is None or current == self.right or "failed" not in tests.split():
+        if current is None or current == self.right or not run_failed(tests):
             return None
         if not self._chance("fix_after_fail"):
             return None
