@@ -56,6 +56,8 @@ def test_a_failing_run_is_told_by_its_exit_code_whatever_its_summary_says(sandbo
 
 
 MIXED = dict(p_read=0.8, p_right_after_read=0.5, p_test=0.7, p_wander=0.3, p_malformed=0.1)
+# book_episodes' digest and next draw at MIXED with the agent of 1f32508~1, before any of its knobs
+PINNED = ("6e27f9d908118a69", 0.917997825428623)
 
 
 def book_episodes(sandbox, tools_tokenizer, **knobs) -> tuple[str, float]:
@@ -72,9 +74,8 @@ def test_at_0_the_episodes_are_those_pinned_before_the_knob(sandbox, tools_token
     """The digest and the next draw were computed with the agent of 1f32508~1, which had no such knob:
     at 0 nothing is drawn or done differently (so the bases built before it stand), while at 1 the same
     stream's wrong fixes that failed their tests are followed by a second Edit."""
-    pinned = ("6e27f9d908118a69", 0.917997825428623)
-    assert book_episodes(sandbox, tools_tokenizer, **MIXED, p_fix_after_fail=0.0) == pinned
-    assert book_episodes(sandbox, tools_tokenizer, **MIXED, p_fix_after_fail=1.0)[0] != pinned[0]
+    assert book_episodes(sandbox, tools_tokenizer, **MIXED, p_fix_after_fail=0.0) == PINNED
+    assert book_episodes(sandbox, tools_tokenizer, **MIXED, p_fix_after_fail=1.0)[0] != PINNED[0]
 
 
 def test_passing_tests_draw_nothing(sandbox, tools_tokenizer):

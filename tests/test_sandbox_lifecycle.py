@@ -8,9 +8,13 @@ any server's tree seen during the storm, no sandbox dir in the host's temp dir, 
 mount namespace, no new fd in this process. Nothing here is timed.
 """
 
+import os
+import select
+import signal
 import time
 from types import SimpleNamespace
 
+from bugfix_rl.sandbox.zygote import reap_with_group
 from repo_scripts import load_script
 from sandboxes import live_processes_of, start_sandbox
 
@@ -74,12 +78,6 @@ def test_the_zygote_kills_what_a_job_left_in_its_group_before_it_reaps_the_job()
     """Without seccomp a job can fork. reap_with_group kills the job's process group while the job is a
     zombie (its pid, the group's id, not yet free for reuse), then reaps it: the job's grandchild, still
     sleeping in that group, is gone, and the status is the job's own."""
-    import os
-    import select
-    import signal
-
-    from bugfix_rl.sandbox.zygote import reap_with_group
-
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:  # the job: its own session, one grandchild left behind in it, then exit 3

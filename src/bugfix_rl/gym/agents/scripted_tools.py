@@ -183,9 +183,12 @@ class NoisyToolsPolicy:
         return edit_words(self.file, current, self.right) + [CALL_SEPARATOR, "Bash", "pytest"]
 
     def _syntax_slip(self, edit: list[str], source: str) -> list[str] | None:
-        """The right Edit with new_string broken so that the file would not parse (p_syntax_slip; draws
-        nothing while it is 0), or None: no slip drawn, or none of the kinds breaks this Edit."""
-        if not self.p["syntax_slip"] or not self._chance("syntax_slip"):
+        """The right Edit with new_string broken so that the file would not parse (p_syntax_slip, drawn
+        for the right Edit only; nothing is drawn or built while it is 0), or None: `edit` is not the
+        right one, no slip drawn, or none of the kinds breaks this Edit."""
+        if not self.p["syntax_slip"] or self.right is None or edit != edit_words(self.file, source, self.right):
+            return None
+        if not self._chance("syntax_slip"):
             return None
         split = edit.index("new")
         old, new = edit[3:split], edit[split + 1:]
@@ -242,8 +245,7 @@ class NoisyToolsPolicy:
         if self._chance("wander"):
             self.plan.append(self.rng.choice([["Read", self.file], ["Bash", "pytest"]]))
         self.plan.append([FINAL_ANSWER])
-        slipped = self._syntax_slip(edit, source) if self.right is not None and edit == edit_words(
-            self.file, source, self.right) else None
+        slipped = self._syntax_slip(edit, source)
         if slipped is not None:  # refused (env.check_edit_syntax); the right Edit next
             self.plan.insert(0, edit + tests)
             return self._malformed(slipped)
